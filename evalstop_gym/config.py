@@ -1,0 +1,314 @@
+"""Typed configuration of one simulated platform, and its validating YAML loader.
+
+Every constant that shapes a run lives in a frozen dataclass below; the numbers themselves live
+in `configs/*.yaml` with a comment saying where each comes from. Loading rejects unknown keys and
+out-of-range values with a `ConfigError` that names the field and the allowed range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Range = tuple[float, float]
+IntRange = tuple[int, int]
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, misspelt or outside its allowed range."""
+
+
+def _f(default: Any, lo: float | None = None, hi: float | None = None, doc: str = "",
+       lo_open: bool = False) -> Any:
+    """A dataclass field with an allowed numeric range used by the validator."""
+    meta = {"lo": lo, "hi": hi, "doc": doc, "lo_open": lo_open}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    gpus: int = _f(64, 1, None, "homogeneous GPUs in the cluster")
+    preemption_overhead_min: float = _f(2.0, 0, None, "minutes of restart cost when a preempted job resumes")
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Fractions of jobs of each type; must sum to 1."""
+
+    lora: float = _f(0.1, 0, 1)
+    dpo: float = _f(0.1, 0, 1)
+    rlhf: float = _f(0.8, 0, 1)
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    n_jobs: int = _f(200, 1, None, "jobs per run")
+    n_tenants: int = _f(5, 1, None, "tenants, assigned uniformly at random")
+    arrival_rate_per_min: float = _f(0.1, 0, None, "Poisson arrival rate (jobs per minute)", lo_open=True)
+    mix: Mix = field(default_factory=Mix)
+    hacking_fraction: float = _f(0.6, 0, 1, "fraction of RLHF jobs that reward-hack")
+
+
+@dataclass(frozen=True)
+class LossCurve:
+    """Training loss: exponential decay to a floor, reached (within `residual`) at `plateau_progress`."""
+
+    initial: Range = _f((2.0, 3.0), 0, None, "loss at progress 0", lo_open=True)
+    floor_fraction: Range = _f((0.2, 0.4), 0, 1, "floor as a fraction of the initial loss")
+    plateau_progress: Range = _f((0.5, 0.7), 0, 1, "progress where the decay is done", lo_open=True)
+    residual: Range = _f((0.005, 0.05), 0, 1, "fraction of the drop still left at the plateau",
+                         lo_open=True)
+
+
+@dataclass(frozen=True)
+class JobTypeConfig:
+    duration_min: Range = _f((60.0, 360.0), 0, None, "true training minutes, uniform", lo_open=True)
+    gpus: IntRange = _f((4, 8), 1, None, "GPU demand, uniform integer, inclusive")
+    eval_minutes: float = _f(3.0, 0, None, "minutes one eval occupies the job's GPUs")
+    loss: LossCurve = field(default_factory=LossCurve)
+
+    @property
+    def duration_estimate(self) -> float:
+        """The non-clairvoyant estimate a scheduler may use: the type's mean duration."""
+        return (self.duration_min[0] + self.duration_min[1]) / 2
+
+
+@dataclass(frozen=True)
+class JobTypes:
+    lora: JobTypeConfig = field(default_factory=lambda: JobTypeConfig((10.0, 60.0), (1, 2), 1.0))
+    dpo: JobTypeConfig = field(default_factory=lambda: JobTypeConfig((30.0, 120.0), (2, 4), 2.0))
+    rlhf: JobTypeConfig = field(default_factory=JobTypeConfig)
+
+
+@dataclass(frozen=True)
+class SaturatingCurve:
+    """Eval score start + gain * (1 - exp(-p/c)) / (1 - exp(-1/c)): monotone, saturating for small c."""
+
+    start: Range = _f((0.2, 0.35), 0, 1, "eval score at progress 0")
+    gain: Range = _f((0.3, 0.5), 0, 1, "rise from progress 0 to 1")
+    time_constant: Range = _f((0.2, 0.4), 0, None, "c, in progress units", lo_open=True)
+
+
+@dataclass(frozen=True)
+class HackingCurve:
+    """Gao et al. (2023): gold reward R(d) = d (alpha - beta ln d), d = sqrt(KL).
+
+    Normalised, R/R* = u (1 - ln u) with u = d/d*. Progress maps to KL distance as
+    u = (p / peak) ** collapse: collapse = 1 is d proportional to progress (a mild post-peak
+    drop); larger values model KL growing faster than progress late in training, the
+    stronger collapse the paper's curves show.
+    """
+
+    start: Range = _f((0.2, 0.35), 0, 1, "eval score at progress 0")
+    gain: Range = _f((0.3, 0.5), 0, 1, "rise from progress 0 to the peak")
+    peak_progress: Range = _f((0.55, 0.75), 0, 1, "progress of the true eval peak", lo_open=True)
+    collapse: Range = _f((1.5, 2.5), 0, None, "exponent of the progress-to-KL map", lo_open=True)
+
+
+@dataclass(frozen=True)
+class Curves:
+    lora: SaturatingCurve = field(default_factory=SaturatingCurve)
+    dpo: SaturatingCurve = field(default_factory=SaturatingCurve)
+    rlhf_healthy: SaturatingCurve = field(default_factory=SaturatingCurve)
+    rlhf_hacking: HackingCurve = field(default_factory=HackingCurve)
+
+
+NOISE_MODELS = ("gaussian", "student_t", "ar1")
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    model: str = _f("gaussian", doc="one of gaussian, student_t, ar1")
+    sigma: float = _f(0.02, 0, None, "standard deviation of eval noise (score units)")
+    df: float = _f(3.0, 2, None, "Student-t degrees of freedom (> 2 so the variance exists)",
+                   lo_open=True)
+    rho: float = _f(0.5, -1, 1, "AR(1) correlation between consecutive evals of one job")
+
+
+@dataclass(frozen=True)
+class EvalSchedule:
+    interval: float = _f(0.15, 0, 1, "evals every this fraction of progress", lo_open=True)
+    final: bool = _f(True, doc="also evaluate at completion (progress 1.0)")
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    tau: float = _f(0.5, 0, 1, "TTFUC quality threshold on the eval score")
+    min_improvement: float = _f(0.01, 0, None, "TTFUC: relative gain over the previous best")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything one simulated run depends on, besides the policy and the seed."""
+
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    job_types: JobTypes = field(default_factory=JobTypes)
+    curves: Curves = field(default_factory=Curves)
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    evals: EvalSchedule = field(default_factory=EvalSchedule)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> SimConfig:
+        """A copy with dotted-key overrides applied (`{"noise.sigma": 0.05}`), validated."""
+        data = to_dict(self)
+        apply_overrides(data, overrides)
+        return build(SimConfig, data)
+
+
+# --------------------------------------------------------------------------- building
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    """Set dotted keys in a nested dict; an unknown path is a ConfigError."""
+    for key, value in overrides.items():
+        node = data
+        parts = key.split(".")
+        for depth, part in enumerate(parts[:-1]):
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(f"{'.'.join(parts[:depth + 1])}: unknown section in override "
+                                  f"'{key}'; known: {', '.join(sorted(node))}")
+            node = node[part]
+        if parts[-1] not in node:
+            raise ConfigError(f"{key}: unknown key; known here: {', '.join(sorted(node))}")
+        if isinstance(node[parts[-1]], dict) and isinstance(value, Mapping):
+            node[parts[-1]] = {**node[parts[-1]], **value}
+        else:
+            node[parts[-1]] = value
+
+
+def build(cls: type, data: Mapping[str, Any] | None, path: str = "") -> Any:
+    """Build dataclass `cls` from a mapping, checking keys, types and ranges by field name."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        where = path or "config"
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; "
+                          f"allowed: {', '.join(sorted(names))}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        name = f"{path}.{f.name}" if path else f.name
+        kwargs[f.name] = _coerce(hints[f.name], data[f.name], name, f.metadata)
+    try:
+        obj = cls(**kwargs)
+    except TypeError as exc:  # pragma: no cover - every field has a default
+        raise ConfigError(f"{path or 'config'}: {exc}") from None
+    _check_object(obj, path)
+    return obj
+
+
+def _coerce(hint: Any, value: Any, name: str, meta: Mapping[str, Any]) -> Any:
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a section (mapping), got {value!r}")
+        return build(hint, value, name)
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise ConfigError(f"{name}: expected [low, high], got {value!r}")
+        items = tuple(_scalar(a, v, name) for a, v in zip(args, value, strict=True))
+        for v in items:
+            _check_range(v, name, meta)
+        if items[0] > items[1]:
+            raise ConfigError(f"{name}: low {items[0]} is above high {items[1]}")
+        return items
+    if origin in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    out = _scalar(hint, value, name)
+    _check_range(out, name, meta)
+    return out
+
+
+def _scalar(hint: Any, value: Any, name: str) -> Any:
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ConfigError(f"{name}: expected a whole number, got {value!r}")
+        return int(value)
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{name}: expected a finite number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected text, got {value!r}")
+        return value
+    return value
+
+
+def _check_range(value: Any, name: str, meta: Mapping[str, Any]) -> None:
+    lo, hi, lo_open = meta.get("lo"), meta.get("hi"), meta.get("lo_open", False)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    too_low = lo is not None and (value <= lo if lo_open else value < lo)
+    too_high = hi is not None and value > hi
+    if too_low or too_high:
+        left = "(" if lo_open else "["
+        lo_s = "-inf" if lo is None else f"{lo:g}"
+        hi_s = "inf)" if hi is None else f"{hi:g}]"
+        raise ConfigError(f"{name}: {value!r} is outside the allowed range {left}{lo_s}, {hi_s}")
+
+
+def _check_object(obj: Any, path: str) -> None:
+    """Cross-field rules that a single range cannot express."""
+    if isinstance(obj, Mix):
+        total = obj.lora + obj.dpo + obj.rlhf
+        if abs(total - 1.0) > 1e-6:
+            where = path or "mix"
+            raise ConfigError(f"{where}: lora + dpo + rlhf must sum to 1, got {total:g}")
+    if isinstance(obj, NoiseConfig) and obj.model not in NOISE_MODELS:
+        raise ConfigError(f"{path or 'noise'}.model: {obj.model!r} is not one of "
+                          f"{', '.join(NOISE_MODELS)}")
+
+
+# --------------------------------------------------------------------------- YAML
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_sim_config(path: Path | str | None = None,
+                    overrides: Mapping[str, Any] | None = None) -> SimConfig:
+    """Load a platform config YAML (default: configs/defaults.yaml) with dotted overrides."""
+    path = Path(path) if path is not None else CONFIG_DIR / "defaults.yaml"
+    data = read_yaml(path)
+    if overrides:
+        base = to_dict(build(SimConfig, data))
+        apply_overrides(base, overrides)
+        data = base
+    return build(SimConfig, data)

@@ -1,0 +1,1 @@
+"""The discrete-event simulator core. Knows nothing of Gymnasium, pandas or plotting."""

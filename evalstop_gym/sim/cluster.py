@@ -1,0 +1,298 @@
+"""The simulated platform: GPU allocation, preemption, evals, stop-and-save.
+
+The cluster is driven from outside, one decision at a time: `next_decision()` runs events until the
+platform needs an answer, either a `CheckRequest` (a job reached an eval result or a milestone:
+continue or stop?) or a `ScheduleRequest` (a scheduling pass: which jobs start, which are
+preempted?). The caller answers with `answer_check` or `answer_schedule`. `run(policy)` is that loop
+with a policy answering; the Gymnasium env is the same loop with an agent answering, so both paths
+execute identical code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from ..config import SimConfig
+from .jobs import Job, JobState, Observation, Phase
+from .kernel import EventQueue, SimulationError
+from .protocols import Allocation, Policy, StopDecision
+from .view import ClusterView, SchedulerJobView, current_progress, make_view
+
+ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
+MILESTONE, COMPLETION = -1, -2  # check kinds that run no eval
+EPS = 1e-9
+
+
+class CheckRequest(NamedTuple):
+    job: SchedulerJobView
+    cluster: ClusterView
+    is_eval: bool
+
+
+class ScheduleRequest(NamedTuple):
+    cluster: ClusterView
+    waiting: tuple[SchedulerJobView, ...]
+    running: tuple[SchedulerJobView, ...]
+
+
+class Cluster:
+    """One run of the platform over a fixed list of jobs."""
+
+    def __init__(self, config: SimConfig, jobs: list[Job],
+                 milestones: Iterable[float] = ()) -> None:
+        self.config = config
+        self.jobs = jobs
+        self.total_gpus = config.cluster.gpus
+        self.free_gpus = self.total_gpus
+        self.overhead = config.cluster.preemption_overhead_min
+        self.queue = EventQueue()
+        self.waiting: dict[int, Job] = {}
+        self.running: dict[int, Job] = {}
+        self.busy_gpu_minutes = 0.0          # integral of allocated GPUs over time
+        self._busy_since = 0.0
+        self._needs_pass = False
+        self._pending: CheckRequest | ScheduleRequest | None = None
+        self._pending_job: Job | None = None
+        self._finished: list[SchedulerJobView] = []
+        extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
+        for job in jobs:
+            if job.gpus > self.total_gpus:
+                raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; the cluster "
+                                      f"has {self.total_gpus}")
+            job.checks = _merge_checks(job, extra)
+            self.queue.schedule(job.arrival, ARRIVAL, job.job_id, priority=ARRIVAL)
+
+    # ------------------------------------------------------------------ driving
+
+    @property
+    def now(self) -> float:
+        return self.queue.now
+
+    @property
+    def done(self) -> bool:
+        return self._pending is None and not self.queue and not self._needs_pass
+
+    def next_decision(self) -> CheckRequest | ScheduleRequest | None:
+        """Run events until the platform needs an answer; None when every job has ended."""
+        if self._pending is not None:
+            return self._pending
+        while True:
+            if self._needs_pass and self.queue.peek_time() != self.now:
+                self._needs_pass = False
+                self._pending = self._schedule_request()
+                return self._pending
+            if not self.queue:
+                if self.waiting:
+                    raise SimulationError(f"{len(self.waiting)} jobs left waiting on an idle "
+                                          f"cluster at t={self.now:.1f}: the scheduler never "
+                                          "started them")
+                return None
+            request = self._handle(self.queue.pop())
+            if request is not None:
+                self._pending = request
+                return request
+
+    def answer_check(self, decision: StopDecision) -> None:
+        if not isinstance(self._pending, CheckRequest):
+            raise SimulationError("answer_check called with no check pending")
+        job = self._pending_job
+        assert job is not None
+        self._pending, self._pending_job = None, None
+        if decision.stop:
+            self._end(job, JobState.STOPPED, reason=decision.reason or "stopped")
+        elif job.next_check >= len(job.checks):
+            self._end(job, JobState.COMPLETED)
+        else:
+            self._start_phase(job, Phase.TRAIN)
+
+    def answer_schedule(self, allocation: Allocation) -> None:
+        if not isinstance(self._pending, ScheduleRequest):
+            raise SimulationError("answer_schedule called with no scheduling pass pending")
+        self._pending = None
+        self._apply(allocation)
+
+    def run(self, policy: Policy) -> None:
+        """Drive the whole run with `policy` answering every request."""
+        while (request := self.next_decision()) is not None:
+            if isinstance(request, CheckRequest):
+                self.answer_check(policy.on_check(request.job, request.cluster))
+            else:
+                self.answer_schedule(policy.schedule(request.cluster, request.waiting,
+                                                     request.running))
+            for view in self.pop_finished():
+                policy.on_job_end(view)
+
+    def pop_finished(self) -> list[SchedulerJobView]:
+        """Views of the jobs that ended since the last call (for detectors that learn from them)."""
+        out, self._finished = self._finished, []
+        return out
+
+    def cluster_view(self) -> ClusterView:
+        return ClusterView(now=self.now, total_gpus=self.total_gpus, free_gpus=self.free_gpus,
+                           n_waiting=len(self.waiting), n_running=len(self.running))
+
+    def view(self, job_id: int) -> SchedulerJobView:
+        return make_view(self.jobs[job_id], self.now)
+
+    # ------------------------------------------------------------------ events
+
+    def _handle(self, event) -> CheckRequest | None:
+        job = self.jobs[event.job_id]
+        if event.kind == ARRIVAL:
+            self.waiting[job.job_id] = job
+            self._needs_pass = True
+            return None
+        if event.epoch != job.epoch:
+            return None  # superseded by a preemption or a stop
+        self._charge(job)
+        if job.phase == Phase.RESTART:
+            self._start_phase(job, Phase.TRAIN)
+            return None
+        if job.phase == Phase.TRAIN:
+            progress, eval_index = job.checks[job.next_check]
+            job.progress = progress
+            if eval_index >= 0:
+                self._start_phase(job, Phase.EVAL)
+                return None
+            if eval_index == COMPLETION:
+                job.next_check += 1
+                self._end(job, JobState.COMPLETED)
+                return None
+            return self._check(job, score=None)
+        # Phase.EVAL ended: the score is known.
+        _, eval_index = job.checks[job.next_check]
+        return self._check(job, score=float(job.eval_observed[eval_index]))
+
+    def _check(self, job: Job, score: float | None) -> CheckRequest:
+        job.phase = Phase.IDLE
+        job.observations.append(Observation(job.progress, self.now, job.loss_at(job.progress),
+                                            score))
+        job.next_check += 1
+        if score is not None:
+            self._needs_pass = True  # new information for the scheduler
+        self._pending_job = job
+        return CheckRequest(make_view(job, self.now), self.cluster_view(), score is not None)
+
+    def _start_phase(self, job: Job, phase: Phase) -> None:
+        job.phase = phase
+        job.phase_start = self.now
+        if phase == Phase.RESTART:
+            length = self.overhead
+        elif phase == Phase.EVAL:
+            length = job.eval_minutes
+        else:
+            target = job.checks[job.next_check][0]
+            length = max(0.0, (target - job.progress) * job.duration)
+        self.queue.schedule(self.now + length, PHASE_END, job.job_id, job.epoch, PHASE_END)
+
+    def _charge(self, job: Job) -> None:
+        """Account GPU-minutes of the phase that is ending (or being interrupted) now."""
+        elapsed = self.now - job.phase_start
+        if elapsed <= 0 or job.phase == Phase.IDLE:
+            return
+        job.gpu_minutes += job.gpus * elapsed
+        if job.phase == Phase.TRAIN:
+            start = job.progress
+            end = current_progress(job, self.now)
+            past_peak = max(0.0, end - max(start, job.peak_progress))
+            job.gpu_minutes_after_peak += job.gpus * past_peak * job.duration
+            job.progress = end
+        elif job.progress > job.peak_progress + EPS:
+            job.gpu_minutes_after_peak += job.gpus * elapsed
+        job.phase_start = self.now
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _schedule_request(self) -> ScheduleRequest:
+        now = self.now
+        waiting = tuple(make_view(j, now) for j in self.waiting.values())
+        running = tuple(make_view(j, now) for j in self.running.values())
+        return ScheduleRequest(self.cluster_view(), waiting, running)
+
+    def _apply(self, allocation: Allocation) -> None:
+        start, preempt, stop = (tuple(allocation.start), tuple(allocation.preempt),
+                                tuple(allocation.stop))
+        for name, ids in (("start", start), ("preempt", preempt), ("stop", stop)):
+            if len(set(ids)) != len(ids):
+                raise SimulationError(f"allocation.{name} names a job twice: {ids}")
+        if set(start) & set(preempt) or set(start) & set(stop) or set(preempt) & set(stop):
+            raise SimulationError("allocation names one job in two of start/preempt/stop")
+        for jid in stop:
+            if jid not in self.running and jid not in self.waiting:
+                raise SimulationError(f"allocation.stop: job {jid} is neither running nor waiting")
+        for jid in preempt:
+            if jid not in self.running:
+                raise SimulationError(f"allocation.preempt: job {jid} is not running")
+        for jid in start:
+            if jid not in self.waiting:
+                raise SimulationError(f"allocation.start: job {jid} is not waiting")
+        freed = sum(self.jobs[j].gpus for j in (*preempt, *stop) if j in self.running)
+        need = sum(self.jobs[j].gpus for j in start)
+        if need > self.free_gpus + freed:
+            raise SimulationError(f"allocation.start needs {need} GPUs; only "
+                                  f"{self.free_gpus + freed} would be free")
+        for jid in stop:
+            self._end(self.jobs[jid], JobState.STOPPED, reason="stopped by scheduler")
+        for jid in preempt:
+            self._preempt(self.jobs[jid])
+        for jid in start:
+            self._start(self.jobs[jid])
+
+    def _set_free(self, delta: int) -> None:
+        self.busy_gpu_minutes += (self.total_gpus - self.free_gpus) * (self.now - self._busy_since)
+        self._busy_since = self.now
+        self.free_gpus += delta
+        if not 0 <= self.free_gpus <= self.total_gpus:
+            raise SimulationError(f"GPU accounting broke: {self.free_gpus} free of "
+                                  f"{self.total_gpus}")
+
+    def _start(self, job: Job) -> None:
+        del self.waiting[job.job_id]
+        self.running[job.job_id] = job
+        self._set_free(-job.gpus)
+        job.state = JobState.RUNNING
+        if job.first_start is None:
+            job.first_start = self.now
+        resuming = job.has_run and self.overhead > 0
+        job.has_run = True
+        self._start_phase(job, Phase.RESTART if resuming else Phase.TRAIN)
+
+    def _preempt(self, job: Job) -> None:
+        self._charge(job)
+        del self.running[job.job_id]
+        self.waiting[job.job_id] = job
+        self._set_free(job.gpus)
+        job.state = JobState.PREEMPTED
+        job.phase = Phase.IDLE
+        job.epoch += 1
+        job.n_preemptions += 1
+        self._needs_pass = True
+
+    def _end(self, job: Job, state: JobState, reason: str = "") -> None:
+        if job.state.finished:
+            raise SimulationError(f"job {job.job_id} ended twice")
+        self._charge(job)
+        if job.job_id in self.running:
+            del self.running[job.job_id]
+            self._set_free(job.gpus)
+        else:
+            self.waiting.pop(job.job_id, None)
+        job.state = state
+        job.phase = Phase.IDLE
+        job.epoch += 1
+        job.end_time = self.now
+        job.stop_reason = reason
+        self._needs_pass = True
+        self._finished.append(make_view(job, self.now))
+
+
+def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
+    """The job's check points: its evals, plus policy milestones that are not eval points."""
+    checks = [(float(p), i) for i, p in enumerate(job.eval_points)]
+    evals = {round(float(p), 10) for p in job.eval_points}
+    checks += [(m, MILESTONE) for m in milestones if m not in evals]
+    checks.sort()
+    if not checks or checks[-1][0] < 1.0 - EPS:
+        checks.append((1.0, COMPLETION))
+    return checks

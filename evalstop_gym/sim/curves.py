@@ -1,0 +1,65 @@
+"""Hidden training curves (eval score and loss vs progress) and eval noise.
+
+All functions are vectorised over progress so a job's whole eval schedule is computed once at
+creation. Scores are in benchmark units (0..1, like an accuracy or win rate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import LossCurve, NoiseConfig
+
+
+def saturating(p: np.ndarray, start: float, gain: float, c: float) -> np.ndarray:
+    """Monotone rise start -> start + gain over p in [0, 1]; small c saturates early."""
+    return start + gain * np.expm1(-p / c) / np.expm1(-1.0 / c)
+
+
+def gao_hacking(p: np.ndarray, start: float, gain: float, peak: float,
+                collapse: float) -> np.ndarray:
+    """Gao et al.'s R(d) = d (alpha - beta ln d) as u (1 - ln u), u = (p / peak) ** collapse.
+
+    The maximum, start + gain, is at p = peak; past it the score falls, faster for larger collapse.
+    """
+    u = np.power(np.maximum(p, 1e-12) / peak, collapse)
+    shape = u * (1.0 - np.log(u))
+    return start + gain * np.where(p > 0, shape, 0.0)
+
+
+def exp_loss(p: np.ndarray, initial: float, floor_fraction: float, plateau: float,
+             residual: float) -> np.ndarray:
+    """Loss decaying from `initial` to `initial * floor_fraction`, within `residual` at `plateau`."""
+    floor = initial * floor_fraction
+    rate = -np.log(residual) / plateau
+    return floor + (initial - floor) * np.exp(-rate * p)
+
+
+def draw_loss_params(rng: np.random.Generator, cfg: LossCurve) -> tuple[float, ...]:
+    return (rng.uniform(*cfg.initial), rng.uniform(*cfg.floor_fraction),
+            rng.uniform(*cfg.plateau_progress), rng.uniform(*cfg.residual))
+
+
+def eval_noise(rng: np.random.Generator, shape: tuple[int, int], cfg: NoiseConfig) -> np.ndarray:
+    """Noise for a (jobs x evals) grid, standard deviation cfg.sigma, rows independent.
+
+    gaussian: i.i.d.; student_t: i.i.d. heavy-tailed, rescaled to unit variance; ar1: stationary
+    AR(1) along each row with correlation rho and the same marginal variance.
+    """
+    n_jobs, n_evals = shape
+    if n_evals == 0:
+        return np.zeros(shape)
+    if cfg.model == "gaussian":
+        z = rng.standard_normal(shape)
+    elif cfg.model == "student_t":
+        z = rng.standard_t(cfg.df, shape) / np.sqrt(cfg.df / (cfg.df - 2.0))
+    elif cfg.model == "ar1":
+        e = rng.standard_normal(shape)
+        z = np.empty(shape)
+        z[:, 0] = e[:, 0]
+        scale = np.sqrt(1.0 - cfg.rho**2)
+        for i in range(1, n_evals):
+            z[:, i] = cfg.rho * z[:, i - 1] + scale * e[:, i]
+    else:  # pragma: no cover - rejected by config validation
+        raise ValueError(f"unknown noise model {cfg.model!r}")
+    return cfg.sigma * z

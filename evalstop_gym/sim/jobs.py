@@ -1,0 +1,104 @@
+"""The hidden job record: true duration, curves, labels, and the runtime state the cluster keeps.
+
+Nothing outside `evalstop_gym.sim` and the scoring code reads this record. Policies see jobs only
+through `SchedulerJobView`, which is copied from it field by field.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .curves import exp_loss
+
+
+class JobState(str, enum.Enum):
+    PENDING = "pending"        # arrived, never run
+    RUNNING = "running"        # holds its GPUs (training, evaluating or restarting)
+    PREEMPTED = "preempted"    # waiting again, keeps its progress
+    COMPLETED = "completed"    # reached progress 1.0
+    STOPPED = "stopped"        # terminated early by a stop decision
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.STOPPED)
+
+    @property
+    def waiting(self) -> bool:
+        return self in (JobState.PENDING, JobState.PREEMPTED)
+
+
+class Phase(enum.IntEnum):
+    IDLE = 0
+    RESTART = 1   # paying the preemption overhead
+    TRAIN = 2     # advancing progress toward the next check point
+    EVAL = 3      # evaluating at a check point; progress frozen
+
+
+@dataclass(slots=True)
+class Observation:
+    """One check the job went through: what a scheduler legitimately learnt there."""
+
+    progress: float
+    time: float
+    loss: float
+    score: float | None  # None at a policy milestone (no eval run there)
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    # --- identity and demand (visible through the view)
+    job_id: int
+    tenant: int
+    job_type: str
+    gpus: int
+    arrival: float
+    duration_estimate: float
+    # --- hidden truth
+    duration: float
+    is_hacking: bool
+    peak_progress: float
+    eval_points: np.ndarray      # progress fractions where an eval runs
+    eval_true: np.ndarray        # noiseless score at each eval point
+    eval_observed: np.ndarray    # score the eval reports (true + noise)
+    eval_minutes: float
+    loss_params: tuple[float, float, float, float]
+    curve_params: tuple[float, ...]
+    # --- runtime state
+    state: JobState = JobState.PENDING
+    progress: float = 0.0
+    checks: list[tuple[float, int]] = field(default_factory=list)  # (progress, eval index or -1)
+    next_check: int = 0
+    phase: Phase = Phase.IDLE
+    phase_start: float = 0.0
+    epoch: int = 0
+    has_run: bool = False
+    first_start: float | None = None
+    end_time: float | None = None
+    gpu_minutes: float = 0.0
+    gpu_minutes_after_peak: float = 0.0
+    n_preemptions: int = 0
+    observations: list[Observation] = field(default_factory=list)
+    stop_reason: str = ""
+    ttfuc_time: float | None = None
+
+    def loss_at(self, progress: float) -> float:
+        return float(exp_loss(np.float64(progress), *self.loss_params))
+
+    @property
+    def observed_scores(self) -> list[float]:
+        return [o.score for o in self.observations if o.score is not None]
+
+    def best_checkpoint(self) -> tuple[float, float] | None:
+        """(score, progress) of the best eval observed so far: what stop-and-save keeps."""
+        best = None
+        for o in self.observations:
+            if o.score is not None and (best is None or o.score > best[0]):
+                best = (o.score, o.progress)
+        return best
+
+    @property
+    def planned_gpu_minutes(self) -> float:
+        return self.gpus * (self.duration + len(self.eval_points) * self.eval_minutes)

@@ -1,0 +1,85 @@
+"""The information boundary: what a scheduler may know about a job and about the cluster.
+
+A `SchedulerJobView` is built by copying whitelisted fields out of the hidden job record into
+immutable plain values (ints, floats, strings, tuples of floats). It holds no reference to the job,
+its curves or its labels, so no attribute path from a view reaches hidden truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .jobs import Job, Phase
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerJobView:
+    job_id: int
+    tenant: int
+    job_type: str                     # "lora", "dpo" or "rlhf"
+    gpus: int                         # GPU demand (all-or-nothing)
+    arrival_time: float               # minutes
+    state: str                        # pending, running, preempted, completed, stopped
+    progress: float                   # fraction of training done, 0..1
+    loss: float                       # current training loss
+    eval_progress: tuple[float, ...]  # progress of each eval observed so far
+    eval_scores: tuple[float, ...]    # the scores those evals reported (noisy)
+    loss_history: tuple[float, ...]   # training loss at each check point passed
+    duration_estimate: float          # non-clairvoyant: the job type's mean duration (minutes)
+    attained_minutes: float           # wall minutes the job has held GPUs so far
+    n_preemptions: int
+
+    @property
+    def remaining_estimate(self) -> float:
+        """Estimated minutes of training left: the type's mean duration times (1 - progress)."""
+        return self.duration_estimate * (1.0 - self.progress)
+
+    @property
+    def best_score(self) -> float | None:
+        return max(self.eval_scores) if self.eval_scores else None
+
+    @property
+    def consecutive_declines(self) -> int:
+        """How many of the latest evals were each below the one before."""
+        scores = self.eval_scores
+        count = 0
+        for i in range(len(scores) - 1, 0, -1):
+            if scores[i] < scores[i - 1]:
+                count += 1
+            else:
+                break
+        return count
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    now: float          # minutes since the run started
+    total_gpus: int
+    free_gpus: int
+    n_waiting: int
+    n_running: int
+
+
+def make_view(job: Job, now: float) -> SchedulerJobView:
+    """Copy the whitelisted fields of `job` as of time `now`."""
+    progress = current_progress(job, now)
+    attained = job.gpu_minutes / job.gpus
+    if job.phase != Phase.IDLE:
+        attained += now - job.phase_start
+    evals = [o for o in job.observations if o.score is not None]
+    return SchedulerJobView(
+        job_id=job.job_id, tenant=job.tenant, job_type=job.job_type, gpus=job.gpus,
+        arrival_time=job.arrival, state=job.state.value, progress=progress,
+        loss=job.loss_at(progress),
+        eval_progress=tuple(float(o.progress) for o in evals),
+        eval_scores=tuple(float(o.score) for o in evals),  # type: ignore[arg-type]
+        loss_history=tuple(float(o.loss) for o in job.observations),
+        duration_estimate=float(job.duration_estimate), attained_minutes=float(attained),
+        n_preemptions=job.n_preemptions,
+    )
+
+
+def current_progress(job: Job, now: float) -> float:
+    if job.phase == Phase.TRAIN:
+        return min(1.0, job.progress + (now - job.phase_start) / job.duration)
+    return job.progress

@@ -1,0 +1,27 @@
+"""Schedulers and stop rules. They see jobs only through `SchedulerJobView`."""
+
+from .composed import ComposedPolicy
+from .eval_sched import EvalSched
+from .eval_stop import EvalStop
+from .fifo import FIFO
+from .loss_aware import LossAware
+from .loss_plateau import LossPlateau
+from .registry import (
+    BASES,
+    DETECTORS,
+    PolicyNameError,
+    make_base,
+    make_detector,
+    make_policy,
+    parse_policy,
+    register_detector,
+)
+from .sjf_est import SJFEst
+from .srtf_est import SRTFEst
+from .stop_at import StopAt
+
+__all__ = [
+    "BASES", "DETECTORS", "ComposedPolicy", "EvalSched", "EvalStop", "FIFO", "LossAware",
+    "LossPlateau", "PolicyNameError", "SJFEst", "SRTFEst", "StopAt", "make_base", "make_detector",
+    "make_policy", "parse_policy", "register_detector",
+]

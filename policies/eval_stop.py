@@ -1,0 +1,44 @@
+"""EvalStop-k: stop a job after k consecutive eval declines (the paper's Algorithm 1).
+
+A decline is a score below the previous one (variant "best": below the previous one and below
+the best before it). Any non-decline resets the count. k differs by type: RLHF 2, DPO 3; LoRA is
+not monitored. The rule needs no per-job state: the count is read off the view's eval history.
+"""
+
+from __future__ import annotations
+
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import DetectorBase, stop
+
+
+def decline_count(scores: tuple[float, ...], below_best: bool = False) -> int:
+    """Trailing consecutive declines in `scores`."""
+    count = 0
+    for i in range(len(scores) - 1, 0, -1):
+        declined = scores[i] < scores[i - 1]
+        if below_best:
+            declined = declined and scores[i] < max(scores[:i])
+        if not declined:
+            break
+        count += 1
+    return count
+
+
+class EvalStop(DetectorBase):
+    def __init__(self, k_rlhf: int = 2, k_dpo: int | None = None, variant: str = "previous"):
+        if k_rlhf < 1 or (k_dpo is not None and k_dpo < 1):
+            raise ValueError(f"EvalStop: k must be >= 1, got k_rlhf={k_rlhf}, k_dpo={k_dpo}")
+        if variant not in ("previous", "best"):
+            raise ValueError(f"EvalStop: variant must be 'previous' or 'best', got {variant!r}")
+        self.k = {"rlhf": k_rlhf, "dpo": k_dpo if k_dpo is not None else k_rlhf + 1}
+        self.variant = variant
+        self.name = f"EvalStop-{k_rlhf}" + ("-best" if variant == "best" else "")
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        k = self.k[job.job_type]
+        declines = decline_count(job.eval_scores, below_best=self.variant == "best")
+        if declines >= k:
+            return stop(f"{declines} consecutive eval declines (k={k})")
+        return CONTINUE

@@ -1,0 +1,14 @@
+"""First in, first out (with backfilling of jobs that fit behind a blocked head)."""
+
+from __future__ import annotations
+
+from evalstop_gym.sim.view import SchedulerJobView
+
+from .base import PriorityScheduler
+
+
+class FIFO(PriorityScheduler):
+    name = "FIFO"
+
+    def key(self, job: SchedulerJobView) -> float:
+        return job.arrival_time

@@ -1,0 +1,33 @@
+"""LossPlateau: stop when the training loss stops improving (a loss-only, SLAQ++ detector).
+
+Stops a monitored job when the relative loss improvement over the last `window` check points is
+below `threshold` (paper: 2% over 3 checkpoints; variant: 0.1% over 5).
+"""
+
+from __future__ import annotations
+
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import DetectorBase, stop
+
+
+class LossPlateau(DetectorBase):
+    def __init__(self, threshold: float = 0.02, window: int = 3):
+        if threshold < 0 or window < 2:
+            raise ValueError(f"LossPlateau: need threshold >= 0 and window >= 2, got "
+                             f"{threshold}, {window}")
+        self.threshold = threshold
+        self.window = window
+        default = threshold == 0.02 and window == 3
+        self.name = "LossPlateau" if default else f"LossPlateau-{threshold:g}-{window}"
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        hist = job.loss_history
+        if len(hist) < self.window:
+            return CONTINUE
+        first, last = hist[-self.window], hist[-1]
+        gain = (first - last) / first if first > 0 else 0.0
+        if gain < self.threshold:
+            return stop(f"loss improved {gain:.2%} over {self.window} checks")
+        return CONTINUE

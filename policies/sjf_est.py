@@ -1,0 +1,14 @@
+"""Non-clairvoyant shortest job first: order by the duration estimate, never preempt."""
+
+from __future__ import annotations
+
+from evalstop_gym.sim.view import SchedulerJobView
+
+from .base import PriorityScheduler
+
+
+class SJFEst(PriorityScheduler):
+    name = "SJF-Est"
+
+    def key(self, job: SchedulerJobView) -> float:
+        return job.duration_estimate

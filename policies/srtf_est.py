@@ -1,0 +1,15 @@
+"""Preemptive shortest remaining time first, on the estimate duration_estimate * (1 - progress)."""
+
+from __future__ import annotations
+
+from evalstop_gym.sim.view import SchedulerJobView
+
+from .base import PriorityScheduler
+
+
+class SRTFEst(PriorityScheduler):
+    name = "SRTF-Est"
+    preemptive = True
+
+    def key(self, job: SchedulerJobView) -> float:
+        return job.remaining_estimate

@@ -1,0 +1,28 @@
+"""StopAt-p: stop every RLHF job when it reaches progress p, whatever its evals say.
+
+The paper's "oracle-flavoured" constant classifier: it knows where peaks tend to be, not which
+jobs hack. It asks the cluster for a check at progress p (a milestone), so it acts exactly there.
+"""
+
+from __future__ import annotations
+
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import DetectorBase, stop
+
+
+class StopAt(DetectorBase):
+    types = ("rlhf",)
+
+    def __init__(self, p: float = 0.65):
+        if not 0.0 < p < 1.0:
+            raise ValueError(f"StopAt: p must be in (0, 1), got {p}")
+        self.p = p
+        self.milestones = (p,)
+        self.name = f"StopAt-{p:g}"
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        if job.progress >= self.p - 1e-9:
+            return stop(f"reached progress {self.p:g}")
+        return CONTINUE
