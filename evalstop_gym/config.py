@@ -150,6 +150,17 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class RewardConfig:
+    """Weights of the Gymnasium env's reward terms (the env docstring defines each term)."""
+
+    jobs_in_system: float = _f(1.0, 0, None, "weight of -(minutes x unfinished jobs) / time_scale")
+    gpu_minutes: float = _f(0.0, 0, None, "weight of -(GPU-minutes used) / (time_scale x GPUs)")
+    quality_lost: float = _f(10.0, 0, None, "weight of -(true eval score lost by a stop)")
+    time_scale_min: float = _f(1000.0, 0, None, "minutes that make one unit of time cost",
+                               lo_open=True)
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """Everything one simulated run depends on, besides the policy and the seed."""
 
@@ -160,6 +171,7 @@ class SimConfig:
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     evals: EvalSchedule = field(default_factory=EvalSchedule)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> SimConfig:
         """A copy with dotted-key overrides applied (`{"noise.sigma": 0.05}`), validated."""
