@@ -40,7 +40,8 @@ def _f(default: Any, lo: float | None = None, hi: float | None = None, doc: str 
 @dataclass(frozen=True)
 class ClusterConfig:
     gpus: int = _f(64, 1, None, "homogeneous GPUs in the cluster")
-    preemption_overhead_min: float = _f(2.0, 0, None, "minutes of restart cost when a preempted job resumes")
+    preemption_overhead_min: float = _f(2.0, 0, None,
+                                        "minutes of restart cost when a preempted job resumes")
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,15 @@ class Mix:
 class WorkloadConfig:
     n_jobs: int = _f(200, 1, None, "jobs per run")
     n_tenants: int = _f(5, 1, None, "tenants, assigned uniformly at random")
-    arrival_rate_per_min: float = _f(0.1, 0, None, "Poisson arrival rate (jobs per minute)", lo_open=True)
+    arrival_rate_per_min: float = _f(0.2, 0, None, "Poisson arrival rate (jobs per minute)",
+                                     lo_open=True)
     mix: Mix = field(default_factory=Mix)
     hacking_fraction: float = _f(0.6, 0, 1, "fraction of RLHF jobs that reward-hack")
 
 
 @dataclass(frozen=True)
 class LossCurve:
-    """Training loss: exponential decay to a floor, reached (within `residual`) at `plateau_progress`."""
+    """Training loss: exponential decay to a floor, reached (within `residual`) at the plateau."""
 
     initial: Range = _f((2.0, 3.0), 0, None, "loss at progress 0", lo_open=True)
     floor_fraction: Range = _f((0.2, 0.4), 0, 1, "floor as a fraction of the initial loss")
@@ -94,7 +96,7 @@ class JobTypes:
 
 @dataclass(frozen=True)
 class SaturatingCurve:
-    """Eval score start + gain * (1 - exp(-p/c)) / (1 - exp(-1/c)): monotone, saturating for small c."""
+    """Eval score start + gain (1 - exp(-p/c)) / (1 - exp(-1/c)): monotone, saturating if c small."""
 
     start: Range = _f((0.2, 0.35), 0, 1, "eval score at progress 0")
     gain: Range = _f((0.3, 0.5), 0, 1, "rise from progress 0 to 1")

@@ -1,0 +1,47 @@
+"""Bad configuration stops with a message naming the field and the allowed range."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalstop_gym.config import CONFIG_DIR, ConfigError, load_sim_config
+from evalstop_gym.experiment import load_experiment
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"workload.hacking_fraction": 1.5}, r"workload.hacking_fraction: 1.5 is outside .*\[0, 1\]"),
+    ({"cluster.gpus": -4}, r"cluster.gpus: -4 is outside the allowed range \[1, inf\)"),
+    ({"noise.sigma": -0.1}, r"noise.sigma: -0.1 is outside the allowed range \[0, inf\)"),
+    ({"workload.mix": {"lora": 0.5, "dpo": 0.5, "rlhf": 0.5}}, r"workload.mix: .* sum to 1"),
+    ({"evals.interval": 0}, r"evals.interval: 0(\.0)? is outside the allowed range \(0, 1\]"),
+    ({"noise.model": "cauchy"}, r"noise.model: 'cauchy' is not one of"),
+    ({"cluster.gpus": 2.5}, r"cluster.gpus: expected a whole number"),
+    ({"job_types.rlhf.duration_min": [300, 60]}, r"duration_min: low 300.0 is above high 60.0"),
+    ({"workload.mixx": 1}, r"workload.mixx: unknown key"),
+])
+def test_bad_values_name_the_field(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_sim_config(overrides=overrides)
+
+
+def test_unknown_yaml_key_is_rejected(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("cluster:\n  gpus: 8\n  gpuz: 9\n")
+    with pytest.raises(ConfigError, match=r"cluster: unknown key\(s\) gpuz; allowed: gpus"):
+        load_sim_config(path)
+
+
+def test_defaults_load_and_describe_e2():
+    cfg = load_sim_config()
+    assert cfg.cluster.gpus == 64 and cfg.workload.n_jobs == 200
+    assert cfg.workload.mix.rlhf == pytest.approx(0.8)
+
+
+def test_experiment_errors_name_the_cell(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"name: x\nplatform: {CONFIG_DIR / 'defaults.yaml'}\n"
+                    "cells:\n  - {base: FIFO, detectr: EvalStop-2}\n")
+    with pytest.raises(ConfigError, match=r"cells\[0\]: unknown key\(s\) detectr"):
+        load_experiment(path)
+    with pytest.raises(ConfigError, match="no file"):
+        load_experiment("e99")

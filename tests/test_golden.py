@@ -1,0 +1,72 @@
+"""Bit-identical results: every base scheduler and the E2 detectors against a committed fixture.
+
+The fixture was written once from the reference implementation; performance work must reproduce
+every metric and every job's outcome exactly (floats compared by their full `repr`), so a faster
+simulator is provably the same simulator. Regenerate only when the model itself changes on
+purpose: `python tests/test_golden.py --write`.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalstop_gym.config import load_sim_config
+from evalstop_gym.simulate import simulate
+from policies import parse_policy
+
+FIXTURE = Path(__file__).parent / "data" / "golden_e2_small.csv"
+POLICIES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched", "EvalStop-2+SRTF-Est",
+            "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
+SEEDS = (42, 123)
+JOB_FIELDS = ("outcome", "end_time", "end_progress", "gpu_minutes", "gpu_minutes_after_peak",
+              "n_preemptions")
+HEADER = ("policy", "seed", "key", "value")
+
+
+def golden_rows(policy: str, seed: int) -> list[tuple[str, str, str, str]]:
+    """One run as rows: each metric, then a digest of each job, every float as its repr."""
+    config = load_sim_config(overrides={"workload.n_jobs": 200})
+    result = simulate(config, parse_policy(policy), seed)
+    rows = [(policy, str(seed), f"metric.{k}", repr(v)) for k, v in result.metrics.items()]
+    for rec in result.records:
+        digest = " ".join(repr(rec[f]) for f in JOB_FIELDS)
+        rows.append((policy, str(seed), f"job.{rec['job_id']}", digest))
+    return rows
+
+
+def _fixture() -> dict[tuple[str, str], list[tuple[str, ...]]]:
+    runs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+    with FIXTURE.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            runs.setdefault((row["policy"], row["seed"]), []).append(
+                tuple(row[h] for h in HEADER))
+    return runs
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_run_matches_fixture(policy: str, seed: int) -> None:
+    """Metrics and per-job digests equal the committed fixture exactly."""
+    expected = _fixture()[(policy, str(seed))]
+    got = golden_rows(policy, seed)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert g == e, f"{policy} seed {seed}: {g[2]} is {g[3]!r}, fixture has {e[3]!r}"
+
+
+def write_fixture() -> None:
+    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    with FIXTURE.open("w", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(HEADER)
+        for policy in POLICIES:
+            for seed in SEEDS:
+                writer.writerows(golden_rows(policy, seed))
+
+
+if __name__ == "__main__" and "--write" in sys.argv:
+    write_fixture()
