@@ -11,3 +11,8 @@ __all__ = [
     "Action", "Allocation", "ClusterView", "ConfigError", "RunResult", "SchedulerJobView",
     "SimConfig", "StopDecision", "load_sim_config", "simulate",
 ]
+
+# The Gymnasium env, registered by a string entry point so importing the package stays light.
+from gymnasium.envs.registration import register as _register  # noqa: E402
+
+_register(id="EvalStopCluster-v0", entry_point="evalstop_gym.env.cluster_env:EvalStopClusterEnv")

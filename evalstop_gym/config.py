@@ -13,6 +13,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,9 @@ class WorkloadConfig:
                                      lo_open=True)
     mix: Mix = field(default_factory=Mix)
     hacking_fraction: float = _f(0.6, 0, 1, "fraction of RLHF jobs that reward-hack")
+    source: str = _f("synthetic", doc="synthetic (Poisson arrivals, the sizes above) or philly "
+                     "(arrivals, durations and GPUs from the `trace` section; n_jobs, "
+                     "arrival_rate_per_min and mix are then unused)")
 
 
 @dataclass(frozen=True)
@@ -151,13 +155,47 @@ class MetricsConfig:
     min_improvement: float = _f(0.01, 0, None, "TTFUC: relative gain over the previous best")
 
 
+WORKLOAD_SOURCES = ("synthetic", "philly")
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    """A window of the Philly trace replayed as the workload (when workload.source = philly).
+
+    Job types come from each job's GPU-hours (duration x GPUs, before scaling): up to
+    lora_max_gpu_hours -> LoRA, up to dpo_max_gpu_hours -> DPO, longer -> RLHF; a job with at
+    least rlhf_min_gpus GPUs is RLHF whatever its length. Curves are drawn as for synthetic jobs.
+    """
+
+    path: str = _f("../shared/traces/philly.csv", doc="trace CSV; relative paths are from the "
+                   "repository root")
+    cluster: str = _f("", doc="virtual cluster id (e.g. 6214e9); empty = every cluster")
+    start: str = _f("", doc="window start, 'YYYY-MM-DD HH:MM:SS'; empty = first job of the "
+                    "selection")
+    hours: float = _f(24.0, 0, None, "window length in hours of submissions", lo_open=True)
+    max_jobs: int = _f(0, 0, None, "keep only the first this many jobs of the window; 0 = all")
+    time_scale: float = _f(1.0, 0, None, "multiplies arrival gaps and durations (< 1 compresses)",
+                           lo_open=True)
+    min_duration_min: float = _f(1.0, 0, None, "shorter trace jobs are lengthened to this "
+                                 "(minutes, after time_scale)", lo_open=True)
+    gpu_scale: float = _f(1.0, 0, None, "multiplies each job's GPU count before capping",
+                          lo_open=True)
+    gpu_cap: int = _f(8, 1, None, "largest GPU demand kept (also capped at cluster.gpus)")
+    lora_max_gpu_hours: float = _f(0.5, 0, None, "GPU-hours up to which a job is LoRA")
+    dpo_max_gpu_hours: float = _f(4.0, 0, None, "GPU-hours up to which a job is DPO")
+    rlhf_min_gpus: int = _f(4, 1, None, "trace GPU count from which a job is RLHF")
+
+
 @dataclass(frozen=True)
 class RewardConfig:
-    """Weights of the Gymnasium env's reward terms (the env docstring defines each term)."""
+    """Weights of the Gymnasium env's reward terms (evalstop_gym/env/reward.py defines each)."""
 
     jobs_in_system: float = _f(1.0, 0, None, "weight of -(minutes x unfinished jobs) / time_scale")
-    gpu_minutes: float = _f(0.0, 0, None, "weight of -(GPU-minutes used) / (time_scale x GPUs)")
-    quality_lost: float = _f(10.0, 0, None, "weight of -(true eval score lost by a stop)")
+    gpu_minutes: float = _f(0.0, 0, None, "weight of -(GPU-minutes held) / time_scale")
+    wasted_gpu_minutes: float = _f(1.0, 0, None, "weight of -(GPU-minutes trained past the "
+                                   "true peak) / time_scale")
+    quality_lost: float = _f(10.0, 0, None, "weight of -(true peak score - true score of the "
+                             "checkpoint a stop keeps)")
     time_scale_min: float = _f(1000.0, 0, None, "minutes that make one unit of time cost",
                                lo_open=True)
 
@@ -174,6 +212,7 @@ class SimConfig:
     evals: EvalSchedule = field(default_factory=EvalSchedule)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    trace: TraceConfig = field(default_factory=TraceConfig)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> SimConfig:
         """A copy with dotted-key overrides applied (`{"noise.sigma": 0.05}`), validated."""
@@ -295,9 +334,26 @@ def _check_object(obj: Any, path: str) -> None:
         if abs(total - 1.0) > 1e-6:
             where = path or "mix"
             raise ConfigError(f"{where}: lora + dpo + rlhf must sum to 1, got {total:g}")
+    if isinstance(obj, WorkloadConfig) and obj.source not in WORKLOAD_SOURCES:
+        raise ConfigError(f"{path or 'workload'}.source: {obj.source!r} is not one of "
+                          f"{', '.join(WORKLOAD_SOURCES)}")
+    if isinstance(obj, TraceConfig):
+        _check_trace(obj, path or "trace")
     if isinstance(obj, NoiseConfig) and obj.model not in NOISE_MODELS:
         raise ConfigError(f"{path or 'noise'}.model: {obj.model!r} is not one of "
                           f"{', '.join(NOISE_MODELS)}")
+
+
+def _check_trace(obj: TraceConfig, where: str) -> None:
+    if obj.lora_max_gpu_hours > obj.dpo_max_gpu_hours:
+        raise ConfigError(f"{where}.lora_max_gpu_hours: {obj.lora_max_gpu_hours:g} is above "
+                          f"{where}.dpo_max_gpu_hours ({obj.dpo_max_gpu_hours:g})")
+    if obj.start:
+        try:
+            datetime.strptime(obj.start, "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            raise ConfigError(f"{where}.start: {obj.start!r} is not 'YYYY-MM-DD HH:MM:SS'") \
+                from None
 
 
 # --------------------------------------------------------------------------- YAML

@@ -3,21 +3,30 @@
 An experiment file (`configs/e2.yaml`) names its platform (`defaults.yaml`), the overrides that
 make it this experiment, the seeds, the reference cell that significance tests compare against,
 and its cells (a base scheduler and a detector, optionally with their own overrides). An optional
-`sweep` crosses every cell with each value of one config parameter.
+`sweep` crosses every cell with each value of one config parameter; a sweep may instead give one
+set of `overrides` per value (for quantities, like a workload mix, that span several keys), and
+then `param` only names the swept quantity. A cell may also carry its own `param`/`value` as an
+x-coordinate (E5's k) without touching the config.
+
+Reference cells: `reference` is a mapping of cell fields (base, detector, label, value). In a
+sweep experiment a reference without `value` is matched at the same sweep value as the cell it
+is compared with. `extra_references` names further comparisons (E6: against the 15% row).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .config import CONFIG_DIR, ConfigError, SimConfig, load_sim_config, read_yaml
 
 EXPERIMENT_KEYS = {"name", "title", "platform", "overrides", "seeds", "reference", "cells",
-                   "sweep", "description"}
-CELL_KEYS = {"base", "detector", "label", "overrides"}
+                   "sweep", "description", "extra_references"}
+CELL_KEYS = {"base", "detector", "label", "overrides", "param", "value"}
+REFERENCE_KEYS = {"base", "detector", "label", "value"}
+SWEEP_KEYS = {"param", "values", "overrides"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,7 @@ class Cell:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     param: str = ""
     value: Any = None
+    sets_config: bool = True  # False: `param` is only a name for the x-coordinate
 
     @property
     def policy(self) -> str:
@@ -51,16 +61,27 @@ class Experiment:
     seeds: tuple[int, ...]
     cells: tuple[Cell, ...]
     reference: Mapping[str, Any] = field(default_factory=dict)
+    extra_references: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    is_sweep: bool = False
 
     def cell_config(self, cell: Cell) -> SimConfig:
         overrides = dict(cell.overrides)
-        if cell.param:
+        if cell.param and cell.sets_config:
             overrides[cell.param] = cell.value
         return self.config.with_overrides(overrides) if overrides else self.config
 
     def is_reference(self, cell: Cell) -> bool:
         return bool(self.reference) and all(
             getattr(cell, k) == v for k, v in self.reference.items())
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Experiment:
+        """The same experiment on a modified platform (tests: fewer jobs), validated."""
+        if not overrides:
+            return self
+        exp = replace(self, config=self.config.with_overrides(overrides))
+        for cell in exp.cells:
+            exp.cell_config(cell)
+        return exp
 
 
 def experiment_path(name: str | Path) -> Path:
@@ -91,13 +112,35 @@ def load_experiment(name: str | Path) -> Experiment:
                           f"{', '.join(sorted(EXPERIMENT_KEYS))}")
     platform = path.parent / data.get("platform", "defaults.yaml")
     config = load_sim_config(platform, data.get("overrides") or {})
-    seeds = tuple(int(s) for s in data.get("seeds", (42, 123, 456, 789, 1024)))
-    cells = tuple(_cells(path.name, data))
-    for cell in cells:  # validate every cell's overrides now, not mid-sweep
-        Experiment(path.stem, "", config, seeds, ()).cell_config(cell)
-    return Experiment(name=str(data.get("name", path.stem)), title=str(data.get("title", "")),
-                      config=config, seeds=seeds, cells=cells,
-                      reference=dict(data.get("reference") or {}))
+    exp = Experiment(name=str(data.get("name", path.stem)), title=str(data.get("title", "")),
+                     config=config, seeds=_seeds(path.name, data.get("seeds")),
+                     cells=tuple(_cells(path.name, data)),
+                     reference=_reference(path.name, "reference", data.get("reference")),
+                     extra_references={k: _reference(path.name, f"extra_references.{k}", v)
+                                       for k, v in (data.get("extra_references") or {}).items()},
+                     is_sweep=bool(data.get("sweep")))
+    for cell in exp.cells:  # validate every cell's overrides now, not mid-sweep
+        exp.cell_config(cell)
+    return exp
+
+
+def _seeds(where: str, raw: Any) -> tuple[int, ...]:
+    if raw is None:
+        return (42, 123, 456, 789, 1024)
+    if not isinstance(raw, list) or not raw or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw):
+        raise ConfigError(f"{where}: seeds: expected a non-empty list of whole numbers >= 0, "
+                          f"got {raw!r}")
+    return tuple(raw)
+
+
+def _reference(where: str, name: str, raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or set(raw) - REFERENCE_KEYS:
+        raise ConfigError(f"{where}: {name}: expected a mapping with keys among "
+                          f"{', '.join(sorted(REFERENCE_KEYS))}, got {raw!r}")
+    return dict(raw)
 
 
 def _cells(where: str, data: Mapping[str, Any]) -> list[Cell]:
@@ -113,11 +156,27 @@ def _cells(where: str, data: Mapping[str, Any]) -> list[Cell]:
         if "base" not in item:
             raise ConfigError(f"{where}: cells[{i}]: missing 'base'")
         cells.append(Cell(base=item["base"], detector=item.get("detector", "none"),
-                          label=item.get("label", ""), overrides=item.get("overrides") or {}))
+                          label=item.get("label", ""), overrides=item.get("overrides") or {},
+                          param=item.get("param", ""), value=item.get("value"),
+                          sets_config=False))
     sweep = data.get("sweep")
-    if not sweep:
-        return cells
-    if set(sweep) != {"param", "values"}:
-        raise ConfigError(f"{where}: sweep: expected exactly 'param' and 'values'")
-    return [Cell(c.base, c.detector, c.label, c.overrides, sweep["param"], v)
-            for v in sweep["values"] for c in cells]
+    return _swept(where, cells, sweep) if sweep else cells
+
+
+def _swept(where: str, cells: list[Cell], sweep: Mapping[str, Any]) -> list[Cell]:
+    """Every cell at every sweep value, value-major (the order tables and figures use)."""
+    if not {"param", "values"} <= set(sweep) or set(sweep) - SWEEP_KEYS:
+        raise ConfigError(f"{where}: sweep: expected 'param', 'values' and optionally "
+                          f"'overrides' (one mapping per value)")
+    values, per_value = list(sweep["values"]), sweep.get("overrides")
+    if per_value is not None and (not isinstance(per_value, list)
+                                  or len(per_value) != len(values)):
+        raise ConfigError(f"{where}: sweep.overrides: expected a list of {len(values)} "
+                          f"mappings, one per value")
+    out = []
+    for i, v in enumerate(values):
+        extra = per_value[i] if per_value else {}
+        for c in cells:
+            out.append(Cell(c.base, c.detector, c.label, {**c.overrides, **extra},
+                            sweep["param"], v, sets_config=per_value is None))
+    return out

@@ -25,3 +25,11 @@ __all__ = [
     "LossPlateau", "PolicyNameError", "SJFEst", "SRTFEst", "StopAt", "make_base", "make_detector",
     "make_policy", "parse_policy", "register_detector",
 ]
+
+# Detectors beyond the paper; each module registers its name prefix on import.
+from .bocpd import BOCPD  # noqa: E402
+from .cusum import CUSUM  # noqa: E402
+from .median_pruner import MedianPruner  # noqa: E402
+from .patience import Patience  # noqa: E402
+
+__all__ += ["BOCPD", "CUSUM", "MedianPruner", "Patience"]

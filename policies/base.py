@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from evalstop_gym.sim.protocols import CONTINUE, Allocation, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .priority_index import PriorityIndex
+
+Planner = Callable[[ClusterView, Sequence[tuple[SchedulerJobView, int]], bool],
+                   Generator[int, SchedulerJobView, Allocation]]
 
 
 class PriorityScheduler:
@@ -16,11 +21,19 @@ class PriorityScheduler:
     not fit (backfilling). Preemptive: running and waiting jobs are ranked together and the
     cluster is refilled from the top; running jobs that fall out are preempted.
     Ties break on arrival time, then job id, so decisions are deterministic.
+
+    `incremental = True` declares that the key of a waiting job depends only on its (frozen) view
+    and that a running job's key never increases between two of its checks or phase changes. The
+    cluster may then drive the scheduler through `plan`, which gives the very same allocations
+    from a `PriorityIndex` kept up to date with job changes, at a cost per pass that does not grow
+    with the number of queued jobs.
     """
 
     name = "priority"
     preemptive = False
+    incremental = False
     milestones: tuple[float, ...] = ()
+    _index: PriorityIndex | None = None
 
     def key(self, job: SchedulerJobView) -> Any:
         raise NotImplementedError
@@ -37,6 +50,20 @@ class PriorityScheduler:
         return Allocation(start=tuple(j.job_id for j in self._rank(waiting) if j.job_id in keep),
                           preempt=tuple(j.job_id for j in running if j.job_id not in keep))
 
+    @property
+    def plan(self) -> Planner | None:
+        """The cluster's optional fast path (see the class docstring); None when not declared."""
+        return self._plan if self.incremental else None
+
+    def _plan(self, cluster: ClusterView, changes: Sequence[tuple[SchedulerJobView, int]],
+              restart: bool) -> Generator[int, SchedulerJobView, Allocation]:
+        """Sync the index with the jobs that changed, then allocate (yielding ids to re-view)."""
+        if restart or self._index is None:
+            self._index = PriorityIndex(self.key, self.preemptive)
+        for view, run_seq in changes:
+            self._index.update(view, run_seq)
+        return (yield from self._index.allocate(cluster))
+
     # A base scheduler alone is a complete policy that never stops a job.
     def on_check(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         return CONTINUE
@@ -45,7 +72,7 @@ class PriorityScheduler:
         pass
 
     def reset(self) -> None:
-        pass
+        self._index = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -18,6 +18,7 @@ def past_peak(job: SchedulerJobView) -> bool:
 
 class EvalSched(PriorityScheduler):
     name = "EvalSched"
+    incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 
     def key(self, job: SchedulerJobView) -> tuple[bool, float]:

@@ -9,6 +9,7 @@ from .base import PriorityScheduler
 
 class FIFO(PriorityScheduler):
     name = "FIFO"
+    incremental = True   # key frozen while waiting, never rising while running
 
     def key(self, job: SchedulerJobView) -> float:
         return job.arrival_time

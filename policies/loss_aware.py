@@ -21,6 +21,7 @@ def loss_improvement(job: SchedulerJobView) -> float:
 
 class LossAware(PriorityScheduler):
     name = "LossAware"
+    incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 
     def key(self, job: SchedulerJobView) -> float:

@@ -69,6 +69,10 @@ def make_base(name: str) -> BaseScheduler:
 def make_detector(name: str) -> Detector | None:
     if name in NO_DETECTOR:
         return None
+    if name.startswith("model:"):  # a saved SB3 model; sb3 is imported only here
+        from .learned import LearnedDetector
+
+        return LearnedDetector.load(name.removeprefix("model:"))
     prefix, *args = name.split("-")
     if prefix not in DETECTORS:
         raise PolicyNameError(f"detector {name!r} is unknown; known prefixes: "

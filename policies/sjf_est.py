@@ -9,6 +9,7 @@ from .base import PriorityScheduler
 
 class SJFEst(PriorityScheduler):
     name = "SJF-Est"
+    incremental = True   # key frozen while waiting, never rising while running
 
     def key(self, job: SchedulerJobView) -> float:
         return job.duration_estimate

@@ -9,6 +9,7 @@ from .base import PriorityScheduler
 
 class SRTFEst(PriorityScheduler):
     name = "SRTF-Est"
+    incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 
     def key(self, job: SchedulerJobView) -> float:

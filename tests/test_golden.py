@@ -19,6 +19,7 @@ from evalstop_gym.simulate import simulate
 from policies import parse_policy
 
 FIXTURE = Path(__file__).parent / "data" / "golden_e2_small.csv"
+PLATFORM = FIXTURE.with_suffix(".yaml")   # frozen copy of the defaults the fixture was written with
 POLICIES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched", "EvalStop-2+SRTF-Est",
             "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
 SEEDS = (42, 123)
@@ -29,7 +30,7 @@ HEADER = ("policy", "seed", "key", "value")
 
 def golden_rows(policy: str, seed: int) -> list[tuple[str, str, str, str]]:
     """One run as rows: each metric, then a digest of each job, every float as its repr."""
-    config = load_sim_config(overrides={"workload.n_jobs": 200})
+    config = load_sim_config(PLATFORM, overrides={"workload.n_jobs": 200})
     result = simulate(config, parse_policy(policy), seed)
     rows = [(policy, str(seed), f"metric.{k}", repr(v)) for k, v in result.metrics.items()]
     for rec in result.records:

@@ -10,8 +10,8 @@ execute identical code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, NamedTuple
 
 from ..config import SimConfig
 from .jobs import Job, JobState, Observation, Phase
@@ -36,8 +36,17 @@ class ScheduleRequest(NamedTuple):
     running: tuple[SchedulerJobView, ...]
 
 
+Planner = Callable[[ClusterView, Sequence[tuple[SchedulerJobView, int]], bool],
+                   Generator[int, SchedulerJobView, Allocation]]
+
+
 class Cluster:
-    """One run of the platform over a fixed list of jobs."""
+    """One run of the platform over a fixed list of jobs.
+
+    Every change to a job is noted in a change log (one job id per entry). `run` uses it to offer
+    a scheduler that has a `plan` attribute (see `PriorityScheduler`) only the jobs that changed
+    since its last pass, as plain views, instead of every job at every pass.
+    """
 
     def __init__(self, config: SimConfig, jobs: list[Job],
                  milestones: Iterable[float] = ()) -> None:
@@ -55,6 +64,14 @@ class Cluster:
         self._pending: CheckRequest | ScheduleRequest | None = None
         self._pending_job: Job | None = None
         self._finished: list[SchedulerJobView] = []
+        self._log: list[int] = []                       # ids of jobs as they change
+        self._stamp = [-1] * len(jobs)                  # log length at each job's last change
+        self._views: dict[int, tuple[int, SchedulerJobView]] = {}  # cache of idle jobs' views
+        self._run_seq: dict[int, int] = {}              # start order of the running jobs
+        self._starts = 0
+        self._lazy = False                               # pending pass built without views
+        self._cv_state: tuple[float, int, int, int] | None = None
+        self._cv: ClusterView | None = None
         extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
         for job in jobs:
             if job.gpus > self.total_gpus:
@@ -75,12 +92,17 @@ class Cluster:
 
     def next_decision(self) -> CheckRequest | ScheduleRequest | None:
         """Run events until the platform needs an answer; None when every job has ended."""
+        return self._next(views=True)
+
+    def _next(self, views: bool) -> CheckRequest | ScheduleRequest | None:
         if self._pending is not None:
+            if views and self._lazy:
+                self._pending = self._schedule_request()
             return self._pending
         while True:
             if self._needs_pass and self.queue.peek_time() != self.now:
                 self._needs_pass = False
-                self._pending = self._schedule_request()
+                self._pending = self._schedule_request(views)
                 return self._pending
             if not self.queue:
                 if self.waiting:
@@ -113,15 +135,38 @@ class Cluster:
         self._apply(allocation)
 
     def run(self, policy: Policy) -> None:
-        """Drive the whole run with `policy` answering every request."""
-        while (request := self.next_decision()) is not None:
+        """Drive the whole run with `policy` answering every request.
+
+        A policy whose scheduler offers `plan` is asked through it (same answers, less work); a
+        policy with a `base` scheduler and no `plan` of its own delegates allocation to the base.
+        """
+        planner = _planner(policy)
+        cursor = [0]
+        while (request := self._next(views=planner is None)) is not None:
             if isinstance(request, CheckRequest):
                 self.answer_check(policy.on_check(request.job, request.cluster))
+            elif planner is not None:
+                self.answer_schedule(self._plan(planner, request, cursor))
             else:
                 self.answer_schedule(policy.schedule(request.cluster, request.waiting,
                                                      request.running))
-            for view in self.pop_finished():
-                policy.on_job_end(view)
+            if self._finished:
+                for view in self.pop_finished():
+                    policy.on_job_end(view)
+
+    def _plan(self, planner: Planner, request: ScheduleRequest, cursor: list[int]) -> Allocation:
+        """Ask `planner` for this pass, with fresh views of the jobs changed since `cursor`."""
+        start, cursor[0] = cursor[0], len(self._log)
+        changed = dict.fromkeys(self._log[start:])
+        running = self._run_seq
+        changes = [(self._view(self.jobs[jid]), running.get(jid, -1)) for jid in changed]
+        gen = planner(request.cluster, changes, start == 0)
+        try:
+            jid = next(gen)
+            while True:
+                jid = gen.send(self._view(self.jobs[jid]))
+        except StopIteration as done:
+            return done.value
 
     def pop_finished(self) -> list[SchedulerJobView]:
         """Views of the jobs that ended since the last call (for detectors that learn from them)."""
@@ -129,11 +174,31 @@ class Cluster:
         return out
 
     def cluster_view(self) -> ClusterView:
-        return ClusterView(now=self.now, total_gpus=self.total_gpus, free_gpus=self.free_gpus,
-                           n_waiting=len(self.waiting), n_running=len(self.running))
+        state = (self.queue.now, self.free_gpus, len(self.waiting), len(self.running))
+        if state != self._cv_state:   # views are immutable: reuse while nothing changed
+            self._cv_state = state
+            self._cv = ClusterView(state[0], self.total_gpus, *state[1:])
+        return self._cv
 
     def view(self, job_id: int) -> SchedulerJobView:
-        return make_view(self.jobs[job_id], self.now)
+        return self._view(self.jobs[job_id])
+
+    def _view(self, job: Job) -> SchedulerJobView:
+        """`make_view` at now, reusing the last view of a job idle and unchanged since."""
+        if job.phase != Phase.IDLE:
+            return make_view(job, self.queue.now)
+        stamp = self._stamp[job.job_id]
+        cached = self._views.get(job.job_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        view = make_view(job, self.queue.now)
+        self._views[job.job_id] = (stamp, view)
+        return view
+
+    def _touch(self, job_id: int) -> None:
+        """Note that a job changed (its cached view is stale; planners must re-view it)."""
+        self._stamp[job_id] = len(self._log)
+        self._log.append(job_id)
 
     # ------------------------------------------------------------------ events
 
@@ -141,10 +206,12 @@ class Cluster:
         job = self.jobs[event.job_id]
         if event.kind == ARRIVAL:
             self.waiting[job.job_id] = job
+            self._touch(job.job_id)
             self._needs_pass = True
             return None
         if event.epoch != job.epoch:
             return None  # superseded by a preemption or a stop
+        self._touch(job.job_id)
         self._charge(job)
         if job.phase == Phase.RESTART:
             self._start_phase(job, Phase.TRAIN)
@@ -172,7 +239,7 @@ class Cluster:
         if score is not None:
             self._needs_pass = True  # new information for the scheduler
         self._pending_job = job
-        return CheckRequest(make_view(job, self.now), self.cluster_view(), score is not None)
+        return CheckRequest(self._view(job), self.cluster_view(), score is not None)
 
     def _start_phase(self, job: Job, phase: Phase) -> None:
         job.phase = phase
@@ -204,11 +271,14 @@ class Cluster:
 
     # ------------------------------------------------------------------ scheduling
 
-    def _schedule_request(self) -> ScheduleRequest:
-        now = self.now
-        waiting = tuple(make_view(j, now) for j in self.waiting.values())
-        running = tuple(make_view(j, now) for j in self.running.values())
-        return ScheduleRequest(self.cluster_view(), waiting, running)
+    def _schedule_request(self, views: bool = True) -> ScheduleRequest:
+        """The pass request; with views=False its job tuples are left empty (a planner's pass)."""
+        self._lazy = not views
+        if not views:
+            return ScheduleRequest(self.cluster_view(), (), ())
+        view = self._view
+        return ScheduleRequest(self.cluster_view(), tuple(view(j) for j in self.waiting.values()),
+                               tuple(view(j) for j in self.running.values()))
 
     def _apply(self, allocation: Allocation) -> None:
         start, preempt, stop = (tuple(allocation.start), tuple(allocation.preempt),
@@ -250,6 +320,9 @@ class Cluster:
     def _start(self, job: Job) -> None:
         del self.waiting[job.job_id]
         self.running[job.job_id] = job
+        self._touch(job.job_id)
+        self._starts += 1
+        self._run_seq[job.job_id] = self._starts
         self._set_free(-job.gpus)
         job.state = JobState.RUNNING
         if job.first_start is None:
@@ -260,7 +333,9 @@ class Cluster:
 
     def _preempt(self, job: Job) -> None:
         self._charge(job)
+        self._touch(job.job_id)
         del self.running[job.job_id]
+        del self._run_seq[job.job_id]
         self.waiting[job.job_id] = job
         self._set_free(job.gpus)
         job.state = JobState.PREEMPTED
@@ -273,8 +348,10 @@ class Cluster:
         if job.state.finished:
             raise SimulationError(f"job {job.job_id} ended twice")
         self._charge(job)
+        self._touch(job.job_id)
         if job.job_id in self.running:
             del self.running[job.job_id]
+            del self._run_seq[job.job_id]
             self._set_free(job.gpus)
         else:
             self.waiting.pop(job.job_id, None)
@@ -284,7 +361,7 @@ class Cluster:
         job.end_time = self.now
         job.stop_reason = reason
         self._needs_pass = True
-        self._finished.append(make_view(job, self.now))
+        self._finished.append(self._view(job))
 
 
 def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
@@ -296,3 +373,10 @@ def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
     if not checks or checks[-1][0] < 1.0 - EPS:
         checks.append((1.0, COMPLETION))
     return checks
+
+
+def _planner(policy: Any) -> Planner | None:
+    plan = getattr(policy, "plan", None)
+    if plan is None and not hasattr(type(policy), "plan"):
+        plan = getattr(getattr(policy, "base", None), "plan", None)
+    return plan if callable(plan) else None

@@ -29,7 +29,7 @@ def gao_hacking(p: np.ndarray, start: float, gain: float, peak: float,
 
 def exp_loss(p: np.ndarray, initial: float, floor_fraction: float, plateau: float,
              residual: float) -> np.ndarray:
-    """Loss decaying from `initial` to `initial * floor_fraction`, within `residual` at `plateau`."""
+    """Loss from `initial` down to `initial * floor_fraction`, within `residual` at `plateau`."""
     floor = initial * floor_fraction
     rate = -np.log(residual) / plateau
     return floor + (initial - floor) * np.exp(-rate * p)

@@ -83,6 +83,8 @@ class Job:
     observations: list[Observation] = field(default_factory=list)
     stop_reason: str = ""
     ttfuc_time: float | None = None
+    # --- cache of the view's history tuples (see view._history); not part of the job's state
+    view_history: tuple | None = field(default=None, repr=False)
 
     def loss_at(self, progress: float) -> float:
         return float(exp_loss(np.float64(progress), *self.loss_params))

@@ -62,21 +62,32 @@ class ClusterView:
 
 def make_view(job: Job, now: float) -> SchedulerJobView:
     """Copy the whitelisted fields of `job` as of time `now`."""
-    progress = current_progress(job, now)
+    phase = job.phase
+    progress = job.progress
     attained = job.gpu_minutes / job.gpus
-    if job.phase != Phase.IDLE:
+    if phase != Phase.IDLE:
         attained += now - job.phase_start
-    evals = [o for o in job.observations if o.score is not None]
+        if phase == Phase.TRAIN:
+            progress = min(1.0, progress + (now - job.phase_start) / job.duration)
+    eval_progress, eval_scores, loss_history = _history(job)
     return SchedulerJobView(
-        job_id=job.job_id, tenant=job.tenant, job_type=job.job_type, gpus=job.gpus,
-        arrival_time=job.arrival, state=job.state.value, progress=progress,
-        loss=job.loss_at(progress),
-        eval_progress=tuple(float(o.progress) for o in evals),
-        eval_scores=tuple(float(o.score) for o in evals),  # type: ignore[arg-type]
-        loss_history=tuple(float(o.loss) for o in job.observations),
-        duration_estimate=float(job.duration_estimate), attained_minutes=float(attained),
-        n_preemptions=job.n_preemptions,
-    )
+        job.job_id, job.tenant, job.job_type, job.gpus, job.arrival, job.state._value_,
+        progress, job.loss_at(progress), eval_progress, eval_scores, loss_history,
+        float(job.duration_estimate), float(attained), job.n_preemptions)
+
+
+def _history(job: Job) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """The view's history tuples, rebuilt only when observations were appended or replaced."""
+    obs = job.observations
+    cached = job.view_history
+    if cached is not None and cached[0] is obs and cached[1] == len(obs):
+        return cached[2]
+    evals = [o for o in obs if o.score is not None]
+    history = (tuple(float(o.progress) for o in evals),
+               tuple(float(o.score) for o in evals),  # type: ignore[arg-type]
+               tuple(float(o.loss) for o in obs))
+    job.view_history = (obs, len(obs), history)
+    return history
 
 
 def current_progress(job: Job, now: float) -> float:

@@ -7,6 +7,10 @@ and every cell of a sweep sees the same jobs (common random numbers).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
 import numpy as np
 
 from ..config import JobTypeConfig, SimConfig
@@ -26,8 +30,27 @@ def eval_points(interval: float, final: bool) -> np.ndarray:
     return pts
 
 
+class JobSpec(NamedTuple):
+    """What a workload source decides about a job before its curves are drawn."""
+
+    job_id: int
+    tenant: int
+    job_type: str
+    arrival: float      # minutes
+    duration: float     # true training minutes
+    gpus: int
+    is_hacking: bool
+
+
 def generate_workload(config: SimConfig, seed: int) -> list[Job]:
-    """The jobs of one run, in arrival order, with hidden curves and pre-drawn eval noise."""
+    """The jobs of one run, in arrival order, with hidden curves and pre-drawn eval noise.
+
+    `workload.source: philly` replays a window of the Philly trace instead (evalstop_gym.traces).
+    """
+    if config.workload.source != "synthetic":
+        from ..traces.philly import trace_workload
+
+        return trace_workload(config, seed)
     wl = config.workload
     arrivals_rng, sizes_rng, curves_rng, noise_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
@@ -45,18 +68,26 @@ def generate_workload(config: SimConfig, seed: int) -> list[Job]:
         profile: JobTypeConfig = getattr(config.job_types, job_type)
         duration = float(sizes_rng.uniform(*profile.duration_min))
         gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
-        is_hacking = bool(job_type == "rlhf" and hacking[i])
-        true_scores, peak, params = _eval_curve(config, job_type, is_hacking, points, curves_rng)
-        loss_params = draw_loss_params(curves_rng, profile.loss)
-        jobs.append(Job(
-            job_id=i, tenant=int(tenants[i]), job_type=job_type, gpus=gpus,
-            arrival=float(arrivals[i]), duration_estimate=profile.duration_estimate,
-            duration=duration, is_hacking=is_hacking, peak_progress=peak,
-            eval_points=points, eval_true=true_scores,
-            eval_observed=true_scores + noise[i], eval_minutes=profile.eval_minutes,
-            loss_params=loss_params, curve_params=params,
-        ))
+        spec = JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
+                       bool(job_type == "rlhf" and hacking[i]))
+        jobs.append(make_job(config, spec, points, noise[i], curves_rng))
     return jobs
+
+
+def make_job(config: SimConfig, spec: JobSpec, points: np.ndarray, noise: np.ndarray,
+             curves_rng: np.random.Generator) -> Job:
+    """A job with its hidden curves: eval curve, then loss parameters, drawn from `curves_rng`."""
+    profile: JobTypeConfig = getattr(config.job_types, spec.job_type)
+    true_scores, peak, params = _eval_curve(config, spec.job_type, spec.is_hacking, points,
+                                            curves_rng)
+    loss_params = draw_loss_params(curves_rng, profile.loss)
+    return Job(
+        job_id=spec.job_id, tenant=spec.tenant, job_type=spec.job_type, gpus=spec.gpus,
+        arrival=spec.arrival, duration_estimate=profile.duration_estimate,
+        duration=spec.duration, is_hacking=spec.is_hacking, peak_progress=peak,
+        eval_points=points, eval_true=true_scores, eval_observed=true_scores + noise,
+        eval_minutes=profile.eval_minutes, loss_params=loss_params, curve_params=params,
+    )
 
 
 def _eval_curve(config: SimConfig, job_type: str, is_hacking: bool, points: np.ndarray,
@@ -81,3 +112,34 @@ def true_curves(job: Job, progress: np.ndarray) -> dict[str, np.ndarray]:
         score = saturating(progress, *job.curve_params)
     loss = exp_loss(progress, *job.loss_params)
     return {"eval": score, "loss": loss, "reward_model": 1.0 - loss / loss[0]}
+
+
+class DropToNoise(NamedTuple):
+    """How hard a workload's hacking is to see through its eval noise (hidden truth: scoring only).
+
+    peak_to_final: mean over hacking jobs of (true peak eval - true final eval) / sigma.
+    step: mean over hacking jobs of the largest drop between consecutive post-peak evals,
+    / (sigma sqrt 2) -- the signal-to-noise of one eval-to-eval difference.
+    """
+
+    peak_to_final: float
+    step: float
+    n_hacking: int
+
+
+def drop_to_noise(config: SimConfig, seeds: Sequence[int]) -> DropToNoise:
+    """Drop-to-noise ratios of the hacking jobs of `config`'s workload over `seeds`."""
+    drops, steps = [], []
+    for seed in seeds:
+        for job in generate_workload(config, seed):
+            if not job.is_hacking:
+                continue
+            top = int(np.argmax(job.eval_true))
+            drops.append(job.eval_true[top] - job.eval_true[-1])
+            tail = -np.diff(job.eval_true[top:])
+            steps.append(float(tail.max()) if len(tail) else 0.0)
+    sigma = config.noise.sigma
+    if not drops or sigma <= 0:
+        return DropToNoise(math.nan, math.nan, len(drops))
+    return DropToNoise(float(np.mean(drops)) / sigma,
+                       float(np.mean(steps)) / (sigma * math.sqrt(2.0)), len(drops))

@@ -1,0 +1,1 @@
+"""The experiment matrix E1-E8: sweeps, statistics, tables, figures and the reproduction report."""

@@ -1,0 +1,247 @@
+"""BEYOND.md: the detectors beyond the paper under three noise models, from runs already made.
+
+Pure functions from a runs DataFrame (one row per run: experiment, cell, label, detector, value,
+seed and the metrics) to a figure and markdown tables; `write_beyond` ties them together. e7x
+cells are labelled "<detector>@<noise model>" (configs/e7x.yaml); its SRTF-Est reference cell is
+labelled "SRTF-Est" and serves every noise model, since a base scheduler never reads an eval.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+NOISE_MODELS = ("gaussian", "student_t", "ar1")
+NOISE_NAMES = {"gaussian": "Gaussian", "student_t": "Student-t (df 3)", "ar1": "AR(1) rho 0.5"}
+REFERENCE = "SRTF-Est"
+TABLE_SIGMAS = (0.05, 0.10)
+FPR_BAR, RECALL_BAR = 0.05, 0.80
+ADAPTIVE = ("Patience", "CUSUM", "BOCPD", "MedianPruner")
+METRICS = ("precision", "recall", "fpr", "jct_gain")
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """'CUSUM-0-3@ar1' -> ('CUSUM-0-3', 'ar1'); the reference cell has no noise model."""
+    detector, _, noise = str(label).partition("@")
+    return detector, noise
+
+
+def with_gain(runs: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
+    """Rows of detector cells with `noise`, `sigma` and `jct_gain` vs the reference run."""
+    runs = runs.assign(sigma=runs["value"].astype(float).round(4))
+    base = runs[runs["label"] == reference].set_index(["sigma", "seed"])["jct"]
+    if base.empty:
+        raise ValueError(f"no reference runs labelled {reference!r}; cannot compute JCT gains")
+    cells = runs[runs["label"] != reference].copy()
+    parts = cells["label"].map(split_label)
+    cells["detector"] = [p[0] for p in parts]
+    cells["noise"] = [p[1] for p in parts]
+    ref = base.reindex(pd.MultiIndex.from_frame(cells[["sigma", "seed"]])).to_numpy()
+    cells["jct_gain"] = (ref - cells["jct"].to_numpy()) / ref
+    return cells
+
+
+def summarise(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds of precision, recall, FPR and JCT gain per (noise, detector, sigma)."""
+    cells = with_gain(runs)
+    order = list(dict.fromkeys(cells["detector"]))
+    out = cells.groupby(["noise", "detector", "sigma"], sort=False)[list(METRICS)].mean()
+    out = out.reset_index()
+    out["detector"] = pd.Categorical(out["detector"], order, ordered=True)
+    return out.sort_values(["noise", "detector", "sigma"]).reset_index(drop=True)
+
+
+def noise_figure(summary: pd.DataFrame, out_dir: Path, stem: str = "beyond_noise") -> list[Path]:
+    """Precision (top) and FPR (bottom) vs sigma, one panel per noise model, one line per rule."""
+    models = [m for m in NOISE_MODELS if m in set(summary["noise"])]
+    fig, axes = plt.subplots(2, len(models), figsize=(4.2 * len(models), 6.4), sharex=True,
+                             sharey="row", squeeze=False)
+    for col, model in enumerate(models):
+        sub = summary[summary["noise"] == model]
+        for det, rows in sub.groupby("detector", sort=True, observed=True):
+            for row, metric in enumerate(("precision", "fpr")):
+                axes[row, col].plot(rows["sigma"], rows[metric], marker="o", ms=3, label=det)
+        axes[0, col].set_title(NOISE_NAMES.get(model, model))
+        axes[1, col].axhline(FPR_BAR, color="grey", lw=0.8, ls="--")
+        axes[1, col].set_xlabel("eval noise sigma")
+    axes[0, 0].set_ylabel("precision")
+    axes[1, 0].set_ylabel("FPR (healthy RLHF)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.{ext}" for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A GitHub table without the optional `tabulate` dependency."""
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join(map(str, r)) + " |" for r in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def beyond_table(summary: pd.DataFrame, sigmas: Sequence[float] = TABLE_SIGMAS) -> str:
+    """Precision / recall / FPR / JCT gain of every detector and noise model at `sigmas`."""
+    rows = []
+    for (model, det), sub in summary.groupby(["noise", "detector"], sort=False, observed=True):
+        row = {"noise": NOISE_NAMES.get(model, model), "detector": det}
+        for s in sigmas:
+            hit = sub[(sub["sigma"] - s).abs() < 1e-9]
+            vals = hit.iloc[0] if len(hit) else pd.Series(dtype=float)
+            for m, name in (("precision", "P"), ("recall", "R"), ("fpr", "FPR"),
+                            ("jct_gain", "JCT gain")):
+                row[f"{name} @{s:g}"] = _pct(float(vals.get(m, math.nan)))
+        rows.append(row)
+    return markdown(pd.DataFrame(rows))
+
+
+def best_under_fpr(summary: pd.DataFrame, model: str, sigma: float,
+                   fpr_bar: float = FPR_BAR) -> pd.Series | None:
+    """The detector with the highest recall among those keeping FPR <= fpr_bar."""
+    sub = summary[(summary["noise"] == model) & ((summary["sigma"] - sigma).abs() < 1e-9)]
+    ok = sub[sub["fpr"] <= fpr_bar]
+    return None if ok.empty else ok.sort_values(["recall", "precision"]).iloc[-1]
+
+
+def _at(summary: pd.DataFrame, model: str, sigma: float) -> pd.DataFrame:
+    return summary[(summary["noise"] == model) & ((summary["sigma"] - sigma).abs() < 1e-9)]
+
+
+def _desc(row: pd.Series) -> str:
+    return (f"{row['detector']} (precision {_pct(row['precision'])}, recall {_pct(row['recall'])}, "
+            f"FPR {_pct(row['fpr'])}, JCT gain {_pct(row['jct_gain'])})")
+
+
+def bar_finding(summary: pd.DataFrame, model: str = "ar1", sigma: float = 0.10) -> str:
+    """Whether an adaptive detector keeps FPR <= 5% with recall >= 80% (issue 5's bar)."""
+    sub = _at(summary, model, sigma)
+    adaptive = sub[sub["detector"].astype(str).str.startswith(ADAPTIVE)]
+    met = adaptive[(adaptive["fpr"] <= FPR_BAR) & (adaptive["recall"] >= RECALL_BAR)]
+    where = f"{NOISE_NAMES.get(model, model)} noise at sigma = {sigma:g}"
+    if len(met):
+        return f"**Bar met** under {where} by " + "; ".join(_desc(r) for _, r in met.iterrows())
+    lines = [f"**Bar not met** under {where}: no adaptive detector keeps FPR <= "
+             f"{FPR_BAR:.0%} with recall >= {RECALL_BAR:.0%}"]
+    capped = adaptive[adaptive["fpr"] <= FPR_BAR]
+    if len(capped):
+        lines.append("Best recall at FPR <= 5%: " + _desc(capped.sort_values("recall").iloc[-1]))
+    recall_ok = adaptive[adaptive["recall"] >= RECALL_BAR]
+    if len(recall_ok):
+        lines.append("Lowest FPR at recall >= 80%: " + _desc(recall_ok.sort_values("fpr").iloc[0]))
+    return ". ".join(lines) + "."
+
+
+def which_detector(summary: pd.DataFrame, sigmas: Sequence[float] = TABLE_SIGMAS) -> list[str]:
+    """Per noise model and sigma: the highest-recall rule at FPR <= 5%, else the lowest FPR."""
+    lines = []
+    for model in [m for m in NOISE_MODELS if m in set(summary["noise"])]:
+        for s in sigmas:
+            sub = _at(summary, model, s)
+            if sub.empty:
+                continue
+            best = best_under_fpr(summary, model, s)
+            pick = (f"highest recall at FPR <= 5%: {_desc(best)}" if best is not None else
+                    f"no rule keeps FPR <= 5%; lowest FPR: {_desc(sub.sort_values('fpr').iloc[0])}")
+            lines.append(f"- {NOISE_NAMES.get(model, model)}, sigma {s:g}: {pick}.")
+    blind = summary.groupby("detector", observed=True)["fpr"].min()
+    blind = blind[blind >= 0.5]
+    if len(blind):
+        lines.append(f"- {', '.join(map(str, blind.index))}: FPR >= {blind.min():.0%} at every "
+                     "noise level; their JCT gains come from stopping healthy jobs too.")
+    return lines
+
+
+def base_rate_table(runs: pd.DataFrame) -> str:
+    """e8x: precision and FPR of every detector at each hacking base rate."""
+    cells = runs[runs["detector"] != "none"]
+    mean = cells.groupby(["detector", "value"], sort=False)[["precision", "fpr"]].mean()
+    wide = mean.reset_index().pivot(index="detector", columns="value")
+    order = list(dict.fromkeys(cells["detector"]))
+    frame = pd.DataFrame({"detector": order})
+    for v in sorted(cells["value"].unique()):
+        frame[f"P/FPR @{v:g}"] = [f"{_pct(wide.loc[d, ('precision', v)])} / "
+                                  f"{_pct(wide.loc[d, ('fpr', v)])}" for d in order]
+    return markdown(frame)
+
+
+def drop_to_noise_table(repo_root: Path, sigmas: Sequence[float] = TABLE_SIGMAS,
+                        seeds: Sequence[int] = (42, 123, 456, 789, 1024)) -> str:
+    """Drop-to-noise of the paper-collapse and Gao-faithful hacking curves (E2 workload)."""
+    from evalstop_gym.config import load_sim_config
+    from evalstop_gym.sim.workload import drop_to_noise
+
+    rows = []
+    for family, file in (("paper collapse 1.5-2.5", "defaults.yaml"),
+                         ("Gao-faithful collapse 1", "gao_faithful.yaml")):
+        for s in sigmas:
+            cfg = load_sim_config(Path(repo_root) / "configs" / file, {"noise.sigma": s})
+            d = drop_to_noise(cfg, seeds)
+            rows.append({"curve family": family, "sigma": f"{s:g}",
+                         "(peak - final) / sigma": f"{d.peak_to_final:.2f}",
+                         "largest post-peak step / (sigma sqrt 2)": f"{d.step:.2f}",
+                         "hacking jobs": d.n_hacking})
+    return markdown(pd.DataFrame(rows))
+
+
+def _read(results_dir: Path, name: str) -> pd.DataFrame | None:
+    path = Path(results_dir) / name / "runs.csv"
+    if not path.exists():
+        log.warning("%s: missing; its section of BEYOND.md is skipped", path)
+        return None
+    runs = pd.read_csv(path)
+    for col in ("label", "param", "detector"):
+        runs[col] = runs[col].fillna("").astype(str)
+    return runs
+
+
+def render(e7x: pd.DataFrame | None, e8x: pd.DataFrame | None, drop_md: str,
+           figure: str) -> str:
+    parts = ["# Beyond the paper: harder noise, adaptive detectors\n",
+             "Generated by `benchmarks.beyond.write_beyond` from the e7x / e8x runs; do not edit "
+             "by hand. Means over the 5 seeds; FPR is over healthy RLHF jobs; JCT gain is "
+             "against SRTF-Est alone on the same seeds. Recall counts a stop at any eval, "
+             "including the final one (which keeps the best checkpoint but saves no compute).\n",
+             "## How hard detection is: drop-to-noise\n", drop_md, ""]
+    if e7x is not None:
+        summary = summarise(e7x)
+        parts += ["## Every detector under every noise model (e7x)\n",
+                  f"![precision and FPR vs sigma]({figure})\n",
+                  beyond_table(summary), "", "## Findings\n", bar_finding(summary), "",
+                  *which_detector(summary), ""]
+    if e8x is not None:
+        parts += ["## Hacking base rate (e8x, Gaussian sigma 0.02): precision / FPR\n",
+                  base_rate_table(e8x), ""]
+    return "\n".join(parts)
+
+
+def write_beyond(results_dir: Path, repo_root: Path) -> Path:
+    """Write BEYOND.md (and figures/beyond_noise.{png,pdf}) under `repo_root`; returns its path."""
+    repo_root = Path(repo_root)
+    e7x, e8x = _read(results_dir, "e7x"), _read(results_dir, "e8x")
+    figure = "figures/beyond_noise.png"
+    if e7x is not None:
+        noise_figure(summarise(e7x), repo_root / "figures")
+    text = render(e7x, e8x, drop_to_noise_table(repo_root), figure)
+    path = repo_root / "BEYOND.md"
+    path.write_text(text)
+    log.info("wrote %s", path)
+    return path

@@ -1,0 +1,118 @@
+"""The paper's stated figures as checks against our runs: paper value, ours, and a verdict.
+
+Every "ours" comes from the runs DataFrames; nothing measured is typed here. Verdicts:
+`reproduced` (within the stated tolerance, or the stated bound holds), `same direction` (the
+sign of the effect agrees but its size does not), `not reproduced` (with the measured number).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+import pandas as pd
+
+from .stats import improvement, mean_ci, welch_p
+
+Runs = Mapping[str, pd.DataFrame]
+SRTF, EVAL2 = "SRTF-Est", "EvalStop-2+SRTF-Est"
+REPRO, SAME, NOT = "reproduced", "same direction", "not reproduced"
+
+
+class Stat(NamedTuple):
+    mean: float
+    ci: float
+    n: int
+    values: list[float]
+
+
+class Row(NamedTuple):
+    experiment: str
+    claim: str
+    paper: str
+    ours: str
+    verdict: str
+    why: str
+
+
+def select(runs: pd.DataFrame, policy: str | None = None, value: float | None = None,
+           label: str | None = None) -> pd.DataFrame:
+    keep = pd.Series(True, index=runs.index)
+    if policy is not None:
+        keep &= runs["policy"] == policy
+    if label is not None:
+        keep &= runs["label"] == label
+    if value is not None:
+        keep &= (runs["value"].astype(float) - value).abs() < 1e-9
+    return runs[keep]
+
+
+def stat(runs: pd.DataFrame, metric: str, **sel: object) -> Stat:
+    vals = select(runs, **sel)[metric].astype(float).tolist()  # type: ignore[arg-type]
+    return Stat(*mean_ci(vals), vals)
+
+
+def fmt(s: Stat, pct: bool = False) -> str:
+    scale, unit, dec = (100.0, "%", 1) if pct else (1.0, "", 0 if abs(s.mean) >= 100 else 2)
+    if s.n == 0 or math.isnan(s.mean):
+        return "n/a"
+    ci = "" if math.isnan(s.ci) else f" ± {s.ci * scale:.{dec}f}"
+    return f"{s.mean * scale:.{dec}f}{ci}{unit}"
+
+
+def level(exp: str, claim: str, paper: float, s: Stat, tol: float, pct: bool = False,
+          note: str = "") -> Row:
+    """A stated number: reproduced when our mean is within `tol` of it (same units)."""
+    scale = 100.0 if pct else 1.0
+    paper_s = f"{paper * scale:g}{'%' if pct else ''}"
+    if s.n == 0 or math.isnan(s.mean):
+        return Row(exp, claim, paper_s, "n/a", NOT, "no runs")
+    off = s.mean - paper
+    ok = abs(off) <= tol
+    why = (f"within ±{tol * scale:g}" if ok else f"off by {off * scale:+.1f}") + (
+        f"; {note}" if note else "")
+    return Row(exp, claim, paper_s, fmt(s, pct), REPRO if ok else NOT, why)
+
+
+def bound(exp: str, claim: str, paper: str, s: Stat, test: Callable[[float], bool],
+          pct: bool = False, note: str = "") -> Row:
+    """A stated bound (e.g. precision >= 95%): reproduced when our mean satisfies it."""
+    if s.n == 0 or math.isnan(s.mean):
+        return Row(exp, claim, paper, "n/a", NOT, "no runs")
+    ok = test(s.mean)
+    return Row(exp, claim, paper, fmt(s, pct), REPRO if ok else NOT,
+               ("holds" if ok else "bound fails") + (f"; {note}" if note else ""))
+
+
+def delta(exp: str, claim: str, metric: str, cell: Stat, ref: Stat, paper: float | None,
+          tol: float, better: int) -> Row:
+    """A stated change vs a reference, in the paper's sign convention (`better` = +1 or -1)."""
+    d = improvement(metric, cell.mean, ref.mean)
+    p = welch_p(cell.values, ref.values)
+    ours = "n/a" if math.isnan(d) else f"{d:+.1f}% (p = {p:.3g})"
+    paper_s = "improves" if paper is None else f"{paper:+.1f}%"
+    if math.isnan(d):
+        return Row(exp, claim, paper_s, ours, NOT, "undefined")
+    if d * better <= 0:
+        return Row(exp, claim, paper_s, ours, NOT, "opposite sign or no change")
+    if paper is None or abs(d - paper) <= tol:
+        return Row(exp, claim, paper_s, ours, REPRO, "right sign" + (
+            "" if paper is None else f", within ±{tol:g} points"))
+    return Row(exp, claim, paper_s, ours, SAME, f"right sign, size off by {d - paper:+.1f} points")
+
+
+def check(exp: str, claim: str, paper: str, ours: str, ok: bool, why: str) -> Row:
+    """A stated direction or ordering: reproduced or not."""
+    return Row(exp, claim, paper, ours, REPRO if ok else NOT, why)
+
+
+def trend(runs: pd.DataFrame, metric: str, policy: str) -> list[tuple[float, Stat]]:
+    """(sweep value, stat) pairs of one policy, in value order."""
+    sub = runs[runs["policy"] == policy]
+    values = sorted(sub["value"].astype(float).unique())
+    return [(v, stat(sub, metric, value=v)) for v in values]
+
+
+def show_trend(points: list[tuple[float, Stat]], pct: bool = True) -> str:
+    return ", ".join(f"{v:g}: {fmt(s, pct)}" for v, s in points)

@@ -1,0 +1,156 @@
+"""`evalstop-bench`: list, run and report the experiment matrix (plus plug-in subcommands).
+
+Subcommands live in `SUBCOMMANDS`, name -> module path; each module exposes
+`add_arguments(parser)` and `main(args) -> int`. Modules are imported only when needed, and a
+subcommand whose module is absent is skipped, so a new one is a single entry here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalstop_gym.config import ConfigError
+from evalstop_gym.experiment import list_experiments, load_experiment
+from policies import PolicyNameError
+
+from .pipeline import MATRIX, collate_out, prepare, run_experiment
+from .runner import BACKENDS, BackendError
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("benchmarks.cli", "name the experiments and their titles"),
+    "run": ("benchmarks.cli", "run experiments (or 'all') and print their tables"),
+    "report": ("benchmarks.report", "run what is missing, then regenerate REPRODUCTION.md"),
+    "perf": ("benchmarks.perf", "simulator performance benchmark"),
+    "replay": ("benchmarks.replay", "replay a real trace or training log"),
+}
+USER_ERRORS = (ConfigError, PolicyNameError, BackendError)
+
+
+class UsageError(ValueError):
+    """A command-line value that makes no sense (reported in one line, exit code 2)."""
+
+
+def parse_overrides(items: Sequence[str] | None) -> dict[str, Any]:
+    """['workload.n_jobs=20'] -> {'workload.n_jobs': 20} (values parsed as YAML)."""
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. workload.n_jobs=20")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> None:
+    """Options shared by `run` and `report`."""
+    p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the experiment's)")
+    p.add_argument("--out", default=out_default, help="output directory")
+    p.add_argument("--workers", type=int, default=1, help="parallel runs (default 1 = serial)")
+    p.add_argument("--backend", choices=BACKENDS, default="loky", help="joblib backend")
+    p.add_argument("--scheduler-address", default=None, help="dask/ray cluster address")
+    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
+                   help="override a config value in every experiment (repeatable)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiments", nargs="+", metavar="EXP",
+                   help="experiment names (see `list`), a YAML path, or all (= e1 ... e8)")
+    add_sweep_arguments(p, "results")
+
+
+def resolve(names: Sequence[str]) -> list[str]:
+    """'all' -> the paper's matrix E1-E8; unknown names fail before anything runs."""
+    known = list_experiments()
+    if list(names) == ["all"]:
+        return [n for n in MATRIX if n in known]
+    for name in names:
+        if name not in known and not name.endswith((".yaml", ".yml")):
+            raise UsageError(f"experiment {name!r} is unknown; known: {', '.join(known)}, all")
+    return list(names)
+
+
+def check_sweep_args(args: argparse.Namespace) -> None:
+    if args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: expected a whole number >= 1")
+    if args.seeds is not None and (any(s < 0 for s in args.seeds)
+                                   or len(set(args.seeds)) != len(args.seeds)):
+        raise UsageError(f"--seeds {args.seeds}: expected distinct whole numbers >= 0")
+
+
+def main_run(args: argparse.Namespace) -> int:
+    check_sweep_args(args)
+    overrides = parse_overrides(args.overrides)
+    exps = [prepare(name, overrides) for name in resolve(args.experiments)]
+    start = time.perf_counter()
+    for exp in exps:
+        done = run_experiment(exp, Path(args.out), args.seeds, args.workers, args.backend,
+                              args.scheduler_address)
+        print(done.markdown)
+        print(f"{exp.name}: {len(done.sweep.runs)} runs ({done.sweep.n_ran} new) in "
+              f"{done.sweep.wall_s:.1f} s -> {done.directory}\n")
+    collate_out(Path(args.out))
+    print(f"wall time: {time.perf_counter() - start:.1f} s for {len(exps)} experiment(s)")
+    return 0
+
+
+def main_list(args: argparse.Namespace) -> int:
+    for name in list_experiments():
+        print(f"{name:6s} {load_experiment(name).title}")
+    return 0
+
+
+LOCAL = {"run": (add_arguments, main_run), "list": (lambda p: None, main_list)}
+
+
+def _load(name: str) -> tuple[Any, Any] | None:
+    """(add_arguments, main) of a subcommand, or None when its module is not installed."""
+    if name in LOCAL:
+        return LOCAL[name]
+    module = SUBCOMMANDS[name][0]
+    if importlib.util.find_spec(module) is None:
+        return None
+    mod = importlib.import_module(module)
+    return mod.add_arguments, mod.main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evalstop-bench", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        loaded = _load(name)
+        if loaded is None:
+            continue
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        loaded[0](p)
+        p.set_defaults(handler=loaded[1])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.handler(args) or 0)
+    except (*USER_ERRORS, UsageError) as exc:
+        print(f"evalstop-bench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evalstop-bench: interrupted; finished runs are kept, run again to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

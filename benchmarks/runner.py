@@ -1,0 +1,232 @@
+"""Sweeps: every (cell, seed) of an experiment is one run, written to its own file when it ends.
+
+A run file (`OUT/<exp>/runs/<cell>__seed<seed>.json`) holds the runs.csv row, the per-job records
+and a digest of everything the run depends on (config, policy, seed), so a sweep started again
+with the same OUT runs only what is missing or stale. Files are written atomically (temp file +
+`os.replace`), so a killed sweep never leaves half a result. Runs go through joblib; results are
+collated in the experiment's cell order and seed order, so they are the same whatever backend,
+worker count or completion order produced them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import joblib
+import pandas as pd
+from tqdm.auto import tqdm
+
+from evalstop_gym.config import SimConfig, to_dict
+from evalstop_gym.experiment import Cell, Experiment
+from evalstop_gym.metrics import METRIC_COLUMNS
+from evalstop_gym.simulate import simulate
+from policies import make_policy
+
+log = logging.getLogger(__name__)
+
+ID_COLUMNS = ("experiment", "cell", "label", "policy", "base", "detector", "param", "value",
+              "seed")
+BACKENDS = ("loky", "dask", "ray")
+INSTALL = {"dask": "pip install 'evalstop-gym[dask]'", "ray": "pip install 'ray[default]'"}
+
+
+class BackendError(RuntimeError):
+    """A parallel backend that is not installed or cannot be reached."""
+
+
+class RunSpec(NamedTuple):
+    """One run: everything a worker needs, picklable."""
+
+    experiment: str
+    cell: Cell
+    seed: int
+    config: SimConfig
+
+    @property
+    def digest(self) -> str:
+        """Changes whenever anything the run's result depends on changes."""
+        blob = json.dumps([to_dict(self.config), self.cell.base, self.cell.detector,
+                           self.seed], sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def filename(self) -> str:
+        return f"{self.cell.key}__seed{self.seed}.json"
+
+
+class SweepResult(NamedTuple):
+    runs: pd.DataFrame
+    jobs: pd.DataFrame
+    timing: pd.DataFrame  # per-run simulation seconds: kept apart, it differs between machines
+    n_ran: int
+    wall_s: float
+
+
+def specs(exp: Experiment, seeds: Sequence[int] | None = None) -> list[RunSpec]:
+    """All runs of an experiment, in cell order then seed order."""
+    return [RunSpec(exp.name, cell, int(s), exp.cell_config(cell))
+            for cell in exp.cells for s in (seeds or exp.seeds)]
+
+
+def _value(v: Any) -> Any:
+    if v is None:
+        return math.nan
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+
+def run_one(spec: RunSpec) -> dict[str, Any]:
+    """Simulate one run; returns the run-file payload (row, job records, digest)."""
+    start = time.perf_counter()
+    result = simulate(spec.config, make_policy(spec.cell.base, spec.cell.detector), spec.seed)
+    c = spec.cell
+    row = {"experiment": spec.experiment, "cell": c.key, "label": c.label, "policy": c.policy,
+           "base": c.base, "detector": c.detector, "param": c.param, "value": _value(c.value),
+           "seed": spec.seed, **{m: result.metrics.get(m, math.nan) for m in METRIC_COLUMNS}}
+    return {"digest": spec.digest, "row": row, "jobs": result.records,
+            "wall_s": time.perf_counter() - start}
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)  # type: ignore[arg-type]
+    return str(obj)
+
+
+def write_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write JSON so that `path` is either absent or complete, never partial."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, default=_json_default)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_run(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def missing(todo: Sequence[RunSpec], run_dir: Path) -> list[RunSpec]:
+    """Runs with no file, or whose file was made from a different config or policy."""
+    out = []
+    for spec in todo:
+        done = read_run(run_dir / spec.filename)
+        if done is None or done.get("digest") != spec.digest:
+            out.append(spec)
+    return out
+
+
+@contextlib.contextmanager
+def backend_context(backend: str, workers: int, address: str | None) -> Iterator[int]:
+    """joblib's backend switch; yields the n_jobs to pass to Parallel."""
+    if backend == "loky":
+        yield workers
+        return
+    if backend not in BACKENDS:
+        raise BackendError(f"backend {backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
+    try:
+        importlib.import_module("dask.distributed" if backend == "dask" else "ray")
+    except ImportError:
+        raise BackendError(f"backend {backend!r} is not installed; {INSTALL[backend]}") from None
+    if backend == "dask":
+        from dask.distributed import Client, LocalCluster
+
+        with contextlib.ExitStack() as stack:
+            if address:
+                client = stack.enter_context(Client(address))
+            else:
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=workers, processes=True, threads_per_worker=1,
+                    dashboard_address=None))
+                client = stack.enter_context(Client(cluster))
+            log.info("dask scheduler %s", client.scheduler.address)
+            with joblib.parallel_config(backend="dask"):
+                yield -1
+        return
+    if backend == "ray":
+        import ray
+        from ray.util.joblib import register_ray
+
+        register_ray()
+        ray.init(address=address, ignore_reinit_error=True)
+        with joblib.parallel_config(backend="ray"):
+            yield -1
+        return
+
+
+def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: str = "loky",
+            address: str | None = None, desc: str = "") -> None:
+    """Run `todo` through joblib, writing each run's file the moment its result arrives."""
+    if not todo:
+        return
+    with backend_context(backend, workers, address) as n_jobs:
+        tasks = (joblib.delayed(run_one)(s) for s in todo)
+        parallel = joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")
+        by_digest = {s.digest + s.filename: s for s in todo}
+        for payload in tqdm(parallel(tasks), total=len(todo), desc=desc, unit="run"):
+            row = payload["row"]
+            name = f"{row['cell']}__seed{row['seed']}.json"
+            if payload["digest"] + name not in by_digest:  # pragma: no cover - defensive
+                raise RuntimeError(f"unexpected run result {name}")
+            write_atomic(run_dir / name, payload)
+
+
+def collate(todo: Sequence[RunSpec], run_dir: Path) -> tuple[pd.DataFrame, ...]:
+    """runs (one row per run), jobs (one row per job) and timing, in spec order."""
+    rows, jobs, timing = [], [], []
+    for spec in todo:
+        done = read_run(run_dir / spec.filename)
+        if done is None or done.get("digest") != spec.digest:
+            raise RuntimeError(f"run {spec.filename} is missing from {run_dir}; run the sweep "
+                               f"again with the same --out to finish it")
+        rows.append(done["row"])
+        timing.append({"cell": spec.cell.key, "seed": spec.seed, "wall_s": done["wall_s"]})
+        ids = {"experiment": spec.experiment, "cell": spec.cell.key, "seed": spec.seed}
+        jobs.extend({**ids, **j} for j in done["jobs"])
+    return (pd.DataFrame(rows, columns=[*ID_COLUMNS, *METRIC_COLUMNS]), pd.DataFrame(jobs),
+            pd.DataFrame(timing))
+
+
+def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, workers: int = 1,
+              backend: str = "loky", address: str | None = None) -> SweepResult:
+    """Run whatever of `exp` is missing under out/<exp>/runs/ and collate all of it."""
+    start = time.perf_counter()
+    todo = specs(exp, seeds)
+    run_dir = Path(out) / exp.name / "runs"
+    for stale in run_dir.glob(".tmp-*"):  # left by a sweep killed mid-write (SIGKILL)
+        stale.unlink(missing_ok=True)
+    pending = missing(todo, run_dir)
+    log.info("%s: %d runs, %d to do", exp.name, len(todo), len(pending))
+    execute(pending, run_dir, workers, backend, address, desc=exp.name)
+    runs, jobs, timing = collate(todo, run_dir)
+    return SweepResult(runs, jobs, timing, len(pending), time.perf_counter() - start)
+
+
+def load_runs(path: Path) -> pd.DataFrame:
+    """runs.csv back as a DataFrame, with empty text fields as '' rather than NaN."""
+    text_columns = ("label", "param", "detector")
+    runs = pd.read_csv(path, dtype={c: str for c in text_columns})
+    for col in text_columns:
+        runs[col] = runs[col].fillna("")
+    return runs

@@ -1,0 +1,85 @@
+"""Heuristic stop rules as env agents: they act from observations alone.
+
+`HeuristicAgent` decodes a stop-mode observation back into a `SchedulerJobView` (`decode_stop`)
+and asks the detector, so every detector in `policies/` runs through the env unchanged. `act` and
+`predict` (the SB3 shape, which `evaluate_policy` calls) serve single and batched observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..sim.protocols import Detector
+from .observation import JOB_FIELDS, ROW_FIELDS, Obs, decode_stop
+
+
+def _batched(obs: Mapping[str, np.ndarray], key: str) -> bool:
+    return np.asarray(obs[key]).ndim == 2
+
+
+def _unbatch(obs: Mapping[str, np.ndarray]) -> list[Obs]:
+    n = len(next(iter(obs.values())))
+    return [{k: np.asarray(v)[i] for k, v in obs.items()} for i in range(n)]
+
+
+class HeuristicAgent:
+    """A detector (or None for NoStop) acting in control="stop"."""
+
+    def __init__(self, detector: Detector | None) -> None:
+        self.detector = detector
+        self.name = detector.name if detector is not None else "NoStop"
+        self.milestones: tuple[float, ...] = tuple(detector.milestones) if detector else ()
+
+    @classmethod
+    def from_name(cls, name: str) -> HeuristicAgent:
+        """'EvalStop-2', 'StopAt-0.65', 'NoStop', ... (any registered detector name)."""
+        from policies import make_detector
+
+        return cls(make_detector(name))
+
+    def act(self, obs: Mapping[str, np.ndarray]) -> int:
+        if self.detector is None or not np.any(obs["job"]):
+            return 0
+        view, cluster = decode_stop(obs)
+        return int(self.detector.decide(view, cluster).stop)
+
+    def predict(self, observation: Mapping[str, np.ndarray], state: Any = None,
+                episode_start: Any = None, deterministic: bool = True) -> tuple[Any, Any]:
+        if _batched(observation, "job"):
+            return np.array([self.act(o) for o in _unbatch(observation)]), state
+        return np.array(self.act(observation)), state
+
+
+class TableEvalStopAgent:
+    """EvalStop-k on the control="full" table: stop running rows with >= k trailing declines.
+
+    Picks no job (0), so the base scheduler allocates: with k above any possible decline count
+    this is exactly the base scheduler alone.
+    """
+
+    def __init__(self, max_jobs: int, k_rlhf: int = 2, k_dpo: int = 3) -> None:
+        self.max_jobs = max_jobs
+        self.k = {"rlhf": k_rlhf, "dpo": k_dpo}
+        self.name = f"EvalStop-{k_rlhf}"
+
+    def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        table = np.asarray(obs["jobs"]).reshape(self.max_jobs, len(ROW_FIELDS))
+        col = {name: i for i, name in enumerate(ROW_FIELDS)}
+        valid = np.asarray(obs["job_mask"]).astype(bool)
+        k = np.full(self.max_jobs, np.inf)
+        for job_type, kt in self.k.items():
+            k[table[:, col[job_type]] == 1.0] = kt
+        stop = valid & (table[:, col["running"]] == 1.0) & (table[:, col["declines"]] >= k)
+        return np.append(stop.astype(np.int64), 0)
+
+    def predict(self, observation: Mapping[str, np.ndarray], state: Any = None,
+                episode_start: Any = None, deterministic: bool = True) -> tuple[Any, Any]:
+        if _batched(observation, "jobs"):
+            return np.stack([self.act(o) for o in _unbatch(observation)]), state
+        return self.act(observation), state
+
+
+__all__ = ["HeuristicAgent", "JOB_FIELDS", "TableEvalStopAgent"]

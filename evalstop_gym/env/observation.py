@@ -1,0 +1,163 @@
+"""Fixed-size encodings of what a scheduler may see, and their inverse for heuristic agents.
+
+Every number here is computed from a `SchedulerJobView` and a `ClusterView` alone: the encoders
+take nothing else, so no observation can carry hidden truth. Fields a heuristic needs exactly
+(progress, eval scores and their progress, loss history, job type) are stored unscaled in float64,
+so `decode_stop` rebuilds them bit for bit; the rest is scaled by fixed constants for networks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from gymnasium import spaces
+
+from ..sim.view import ClusterView, SchedulerJobView
+
+JOB_TYPES = ("lora", "dpo", "rlhf")
+STATES = ("running", "pending", "preempted")
+TIME_SCALE = 1000.0   # minutes: scales times so that typical values are O(1)
+GPU_SCALE = 8.0       # GPUs: the largest per-job demand in the paper
+QUEUE_SCALE = 64.0    # jobs: scales queue lengths
+BOUND = 1e6           # finite stand-in for "unbounded" (checkers flag infinite Box limits)
+
+# Per-job features shared by both modes (names index the vector).
+JOB_FIELDS = ("lora", "dpo", "rlhf", "progress", "is_eval", "n_evals", "last_score", "declines",
+              "best_gap", "loss", "loss_change", "duration_estimate", "gpus", "age",
+              "attained", "n_preemptions")
+ROW_FIELDS = (*STATES, *JOB_FIELDS)
+CLUSTER_FIELDS = ("free_frac", "queue", "running", "time", "total_gpus")
+Obs = dict[str, np.ndarray]
+
+
+def _box(n: int, low: float = -BOUND, high: float = BOUND) -> spaces.Box:
+    return spaces.Box(low, high, shape=(n,), dtype=np.float64)
+
+
+def job_features(job: SchedulerJobView, now: float) -> np.ndarray:
+    """The per-job vector named by JOB_FIELDS."""
+    scores, hist = job.eval_scores, job.loss_history
+    best = max(scores) if scores else 0.0
+    loss_change = (hist[-1] - hist[-2]) / hist[-2] if len(hist) >= 2 and hist[-2] > 0 else 0.0
+    is_eval = bool(job.eval_progress) and job.eval_progress[-1] == job.progress
+    return np.array([
+        *(float(job.job_type == t) for t in JOB_TYPES), job.progress, float(is_eval),
+        float(len(scores)), scores[-1] if scores else 0.0, float(job.consecutive_declines),
+        (scores[-1] - best) if scores else 0.0, job.loss, loss_change,
+        job.duration_estimate / TIME_SCALE, job.gpus / GPU_SCALE,
+        (now - job.arrival_time) / TIME_SCALE, job.attained_minutes / TIME_SCALE,
+        float(job.n_preemptions)], dtype=np.float64)
+
+
+def cluster_features(cluster: ClusterView) -> np.ndarray:
+    return np.array([cluster.free_gpus / cluster.total_gpus, cluster.n_waiting / QUEUE_SCALE,
+                     cluster.n_running / QUEUE_SCALE, cluster.now / TIME_SCALE,
+                     cluster.total_gpus / QUEUE_SCALE], dtype=np.float64)
+
+
+def _padded(values: tuple[float, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-aligned (latest last) values and validity mask; the oldest drop off beyond n."""
+    out, mask = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.int8)
+    tail = values[-n:] if n else ()
+    if tail:
+        out[n - len(tail):] = tail
+        mask[n - len(tail):] = 1
+    return out, mask
+
+
+class StopObservation:
+    """control="stop": the reporting job, its whole eval and loss history, and the cluster."""
+
+    def __init__(self, history: int, loss_history: int | None = None) -> None:
+        self.history = history
+        self.loss_history = loss_history if loss_history is not None else history
+        self.space = spaces.Dict({
+            "job": _box(len(JOB_FIELDS)), "cluster": _box(len(CLUSTER_FIELDS)),
+            "eval_scores": _box(history), "eval_deltas": _box(history),
+            "eval_progress": _box(history, 0.0, 1.0), "eval_mask": spaces.MultiBinary(history),
+            "loss_history": _box(self.loss_history),
+            "loss_mask": spaces.MultiBinary(self.loss_history),
+        })
+
+    @classmethod
+    def for_space(cls, space: spaces.Dict) -> StopObservation:
+        """The encoder that produced `space` (used to load a saved model)."""
+        return cls(space["eval_scores"].shape[0], space["loss_history"].shape[0])
+
+    def encode(self, job: SchedulerJobView, cluster: ClusterView) -> Obs:
+        scores, mask = _padded(job.eval_scores, self.history)
+        progress, _ = _padded(job.eval_progress, self.history)
+        deltas, _ = _padded(tuple(np.diff(job.eval_scores, prepend=job.eval_scores[:1])),
+                            self.history)
+        loss, loss_mask = _padded(job.loss_history, self.loss_history)
+        return {"job": job_features(job, cluster.now), "cluster": cluster_features(cluster),
+                "eval_scores": scores, "eval_deltas": deltas, "eval_progress": progress,
+                "eval_mask": mask, "loss_history": loss, "loss_mask": loss_mask}
+
+    def empty(self) -> Obs:
+        """The observation returned once the episode has ended (all masks off)."""
+        return {k: np.zeros(s.shape, dtype=s.dtype) for k, s in self.space.spaces.items()}
+
+
+def decode_stop(obs: Mapping[str, np.ndarray]) -> tuple[SchedulerJobView, ClusterView]:
+    """A view and cluster rebuilt from one stop-mode observation (ids are not observed: -1)."""
+    f = dict(zip(JOB_FIELDS, obs["job"].tolist(), strict=True))
+    c = dict(zip(CLUSTER_FIELDS, obs["cluster"].tolist(), strict=True))
+    mask, loss_mask = obs["eval_mask"].astype(bool), obs["loss_mask"].astype(bool)
+    total = int(round(c["total_gpus"] * QUEUE_SCALE))
+    cluster = ClusterView(now=c["time"] * TIME_SCALE, total_gpus=total,
+                          free_gpus=int(round(c["free_frac"] * total)),
+                          n_waiting=int(round(c["queue"] * QUEUE_SCALE)),
+                          n_running=int(round(c["running"] * QUEUE_SCALE)))
+    job_type = next((t for t in JOB_TYPES if f[t] == 1.0), "rlhf")
+    view = SchedulerJobView(
+        job_id=-1, tenant=-1, job_type=job_type, gpus=int(round(f["gpus"] * GPU_SCALE)),
+        arrival_time=cluster.now - f["age"] * TIME_SCALE, state="running",
+        progress=f["progress"], loss=f["loss"],
+        eval_progress=tuple(obs["eval_progress"][mask].tolist()),
+        eval_scores=tuple(obs["eval_scores"][mask].tolist()),
+        loss_history=tuple(obs["loss_history"][loss_mask].tolist()),
+        duration_estimate=f["duration_estimate"] * TIME_SCALE,
+        attained_minutes=f["attained"] * TIME_SCALE, n_preemptions=int(f["n_preemptions"]))
+    return view, cluster
+
+
+class TableObservation:
+    """control="full": up to `max_jobs` visible jobs (running first, then waiting by arrival).
+
+    `jobs` is the row-major flattening of a (max_jobs, len(ROW_FIELDS)) table, flat because SB3
+    policies take 1-D boxes; `job_mask` says which rows hold a job (padding rows are all zero).
+    """
+
+    def __init__(self, max_jobs: int) -> None:
+        self.max_jobs = max_jobs
+        self.space = spaces.Dict({
+            "jobs": _box(max_jobs * len(ROW_FIELDS)), "job_mask": spaces.MultiBinary(max_jobs),
+            "cluster": _box(len(CLUSTER_FIELDS)),
+        })
+
+    @staticmethod
+    def rows(waiting: tuple[SchedulerJobView, ...], running: tuple[SchedulerJobView, ...],
+             max_jobs: int) -> list[SchedulerJobView]:
+        """The jobs shown, in row order (the action refers to rows by this order)."""
+        ordered = sorted(running, key=lambda j: j.job_id)
+        ordered += sorted(waiting, key=lambda j: (j.arrival_time, j.job_id))
+        return ordered[:max_jobs]
+
+    def encode(self, rows: list[SchedulerJobView], cluster: ClusterView) -> Obs:
+        table = np.zeros((self.max_jobs, len(ROW_FIELDS)), dtype=np.float64)
+        mask = np.zeros(self.max_jobs, dtype=np.int8)
+        for i, job in enumerate(rows):
+            state = [float(job.state == s) for s in STATES]
+            table[i] = np.concatenate([state, job_features(job, cluster.now)])
+            mask[i] = 1
+        return {"jobs": table.reshape(-1), "job_mask": mask,
+                "cluster": cluster_features(cluster)}
+
+    def empty(self) -> Obs:
+        return {k: np.zeros(s.shape, dtype=s.dtype) for k, s in self.space.spaces.items()}
+
+    def table(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The (max_jobs, len(ROW_FIELDS)) job table of an observation."""
+        return np.asarray(obs["jobs"]).reshape(self.max_jobs, len(ROW_FIELDS))

@@ -1,0 +1,110 @@
+"""The env's reward: named terms, each weighted by `config.reward`, all defined here.
+
+The reward is the world's feedback, so it may read hidden truth (true durations, peaks, curves);
+it is computed from the job records the env keeps for scoring, never from or into observations.
+With T = reward.time_scale_min minutes, the reward of a step (from one decision point to the next)
+is minus the weighted sum of:
+
+- jobs_in_system: integral over the step of the number of arrived, unfinished jobs, / T.
+  Over an episode it sums to total JCT / T (Decima's -dt x jobs in system).
+- gpu_minutes: GPU-minutes held by jobs during the step, / T.
+- wasted_gpu_minutes: GPU-minutes spent training past a job's true eval peak, / T. In
+  control="stop" it is charged when a check is answered "continue", for the segment that answer
+  commits the job to (up to its next check), so the cost lands on the decision that caused it; in
+  control="full" it is charged as it accrues.
+- quality_lost: at each stop, the job's best true eval score over its whole schedule minus the
+  true score of the checkpoint it keeps (its best observed eval; 0 if it has none): what stopping
+  before the true peak cost the user. Zero for a stop after the peak of a collapsing job.
+
+What accrues before the first decision point answers no action, so no step returns it; the
+episode totals at the end (`info["reward_terms"]`) include it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..config import RewardConfig
+from ..sim.cluster import Cluster
+from ..sim.jobs import Job
+
+
+class RewardTerms(NamedTuple):
+    jobs_in_system: float = 0.0
+    gpu_minutes: float = 0.0
+    wasted_gpu_minutes: float = 0.0
+    quality_lost: float = 0.0
+
+    def __add__(self, other: tuple) -> RewardTerms:  # type: ignore[override]
+        return RewardTerms(*(a + b for a, b in zip(self, other, strict=True)))
+
+    def weighted(self, cfg: RewardConfig) -> float:
+        return -(cfg.jobs_in_system * self.jobs_in_system + cfg.gpu_minutes * self.gpu_minutes
+                 + cfg.wasted_gpu_minutes * self.wasted_gpu_minutes
+                 + cfg.quality_lost * self.quality_lost)
+
+
+class RewardMeter:
+    """Measures the terms of one episode from the cluster's job records."""
+
+    def __init__(self, cfg: RewardConfig, cluster: Cluster, jobs: list[Job],
+                 wasted_on_decision: bool) -> None:
+        self.cfg = cfg
+        self.cluster = cluster
+        self.jobs = jobs
+        self.scale = cfg.time_scale_min
+        self.wasted_on_decision = wasted_on_decision
+        self._arrivals = np.array([j.arrival for j in jobs])
+        self._last = (0.0, 0.0, 0.0)   # integrals at the previous decision point
+        self.total = RewardTerms()
+
+    def step(self, stopped: list[Job], continued: list[Job]) -> RewardTerms:
+        """Terms accrued since the previous call, plus those charged to this step's decisions."""
+        now = self.cluster.now
+        integrals = (self._jobs_integral(now), self._gpu_minutes(now), self._wasted())
+        jobs_d, gpu_d, wasted_d = (b - a for a, b in zip(self._last, integrals, strict=True))
+        self._last = integrals
+        if self.wasted_on_decision:
+            wasted_d = sum(committed_waste(j) for j in continued)
+        terms = RewardTerms(jobs_d / self.scale, gpu_d / self.scale, wasted_d / self.scale,
+                            sum(quality_lost(j) for j in stopped))
+        self.total = self.total + terms
+        return terms
+
+    def _jobs_integral(self, now: float) -> float:
+        ends = np.array([now if j.end_time is None else min(j.end_time, now) for j in self.jobs])
+        return float(np.sum(np.clip(ends - self._arrivals, 0.0, None)))
+
+    def _gpu_minutes(self, now: float) -> float:
+        running = sum(j.gpus * (now - j.phase_start) for j in self.cluster.running.values()
+                      if j.phase)
+        return sum(j.gpu_minutes for j in self.jobs) + running
+
+    def _wasted(self) -> float:
+        return sum(j.gpu_minutes_after_peak for j in self.jobs)
+
+
+def committed_waste(job: Job) -> float:
+    """GPU-minutes past the true peak of the job's next segment (training, then its eval)."""
+    if job.next_check >= len(job.checks):
+        return 0.0
+    target, eval_index = job.checks[job.next_check]
+    past = max(0.0, target - max(job.progress, job.peak_progress))
+    minutes = past * job.duration
+    if eval_index >= 0 and target > job.peak_progress:
+        minutes += job.eval_minutes
+    return job.gpus * minutes
+
+
+def quality_lost(job: Job) -> float:
+    """Best true score over the schedule minus the true score of the kept checkpoint."""
+    if len(job.eval_true) == 0:
+        return 0.0
+    best = job.best_checkpoint()
+    if best is None:
+        kept = 0.0
+    else:
+        kept = float(job.eval_true[int(np.argmin(np.abs(job.eval_points - best[1])))])
+    return float(np.max(job.eval_true)) - kept

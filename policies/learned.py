@@ -1,0 +1,66 @@
+"""A learned stop rule: a saved stable-baselines3 model acting as a detector.
+
+The model sees exactly what it saw in training, the control="stop" observation of
+`EvalStopCluster-v0`, encoded here from the same `SchedulerJobView` and `ClusterView`, so a model
+acts identically through the env and through `simulate`. Needs the `rl` extra (imported lazily).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalstop_gym.env.observation import StopObservation
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import MONITORED, DetectorBase, stop
+
+
+def load_sb3_model(path: str | Path) -> Any:
+    """Load a saved SB3 model, choosing PPO, DQN or A2C from the policy class stored with it."""
+    try:
+        from stable_baselines3 import A2C, DQN, PPO
+        from stable_baselines3.common.save_util import load_from_zip_file
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("loading a model: policy needs the rl extra: "
+                          "pip install 'evalstop-gym[rl]'") from exc
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"model file {path} does not exist; train one with "
+                                "benchmarks/train_stop_policy.py")
+    data, _, _ = load_from_zip_file(path, device="cpu", load_data=True)
+    module = getattr((data or {}).get("policy_class"), "__module__", "")
+    algo = DQN if ".dqn." in module else A2C if ".a2c." in module else PPO
+    return algo.load(path, device="cpu")
+
+
+class LearnedDetector(DetectorBase):
+    """Stops a monitored job when the model's deterministic action is 1 (stop)."""
+
+    types: tuple[str, ...] = MONITORED
+
+    def __init__(self, model: Any, name: str = "learned") -> None:
+        self.model = model
+        self.encoder = StopObservation.for_space(model.observation_space)
+        self.name = name
+
+    @classmethod
+    def load(cls, path: str | Path) -> LearnedDetector:
+        return cls(load_sb3_model(path), name=f"model:{path}")
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        if self.act(self.encoder.encode(job, cluster)) == 1:
+            return stop("learned policy")
+        return CONTINUE
+
+    def act(self, obs: dict[str, np.ndarray]) -> int:
+        action, _ = self.model.predict(obs, deterministic=True)
+        return int(np.asarray(action).reshape(-1)[0])
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[Any, Any]:
+        """SB3's shape, so `evaluate_policy` scores this detector like any model."""
+        return self.model.predict(observation, state, episode_start, deterministic)

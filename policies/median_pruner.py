@@ -1,0 +1,65 @@
+"""MedianPruner: cross-job pruning in the manner of Optuna's `MedianPruner`.
+
+A job is stopped when its latest eval falls below the `percentile` (50: the median) of the evals
+that completed jobs of the same type had at the same progress (linearly interpolated along each
+completed job's eval history). As in Optuna, only jobs that ran to completion form the history
+(fed through `on_job_end`), nothing is pruned until `n_min` such jobs exist, and no job is pruned
+before progress `warmup`. `reset()` forgets the history.
+Name: `MedianPruner[-<percentile>[-<n_min>]]` (defaults 50, 5; warmup 0.3).
+
+It judges a job against its peers, not against its own past, so it prunes weak jobs as readily as
+reward-hacking ones: expect it to trade precision for recall.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import DetectorBase, stop
+from .registry import register_detector
+
+
+class MedianPruner(DetectorBase):
+    def __init__(self, percentile: float = 50.0, n_min: int = 5, warmup: float = 0.3) -> None:
+        if not 0 <= percentile <= 100 or n_min < 1 or not 0 <= warmup < 1:
+            raise ValueError(f"MedianPruner: need percentile in [0, 100], n_min >= 1, warmup in "
+                             f"[0, 1); got {percentile}, {n_min}, {warmup}")
+        self.percentile, self.n_min, self.warmup = percentile, n_min, warmup
+        self.history: dict[str, list[tuple[tuple[float, ...], tuple[float, ...]]]] = {}
+        default = percentile == 50.0 and n_min == 5
+        self.name = "MedianPruner" if default else f"MedianPruner-{percentile:g}-{n_min}"
+
+    def reference(self, job_type: str, progress: float) -> float | None:
+        """The percentile of completed same-type jobs' evals at `progress`, once warmed up."""
+        done = self.history.get(job_type, [])
+        if len(done) < self.n_min:
+            return None
+        at = [float(np.interp(progress, p, s)) for p, s in done]
+        return float(np.percentile(at, self.percentile))
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        if not job.eval_scores or job.eval_progress[-1] < self.warmup - 1e-9:
+            return CONTINUE
+        ref = self.reference(job.job_type, job.eval_progress[-1])
+        if ref is not None and job.eval_scores[-1] < ref:
+            return stop(f"eval {job.eval_scores[-1]:.3f} below the peers' p{self.percentile:g} "
+                        f"{ref:.3f} at progress {job.eval_progress[-1]:.2f}")
+        return CONTINUE
+
+    def on_job_end(self, job: SchedulerJobView) -> None:
+        if job.state == "completed" and job.eval_scores:
+            self.history.setdefault(job.job_type, []).append((job.eval_progress, job.eval_scores))
+
+    def reset(self) -> None:
+        self.history.clear()
+
+
+def _factory(args: list[str]) -> MedianPruner:
+    percentile = float(args[0]) if args else 50.0
+    return MedianPruner(percentile, int(args[1]) if len(args) > 1 else 5)
+
+
+register_detector("MedianPruner", _factory)

@@ -1,0 +1,51 @@
+"""Patience: the early-stopping rule of Keras and Hugging Face, as practitioners run it.
+
+Stop after `patience` consecutive evals that fail to beat the best score so far by more than
+`min_delta` (score units). As in Keras `EarlyStopping`, the best only moves on an improvement by
+more than `min_delta`, so a slow creep below that margin still counts as waiting. Stateless: the
+wait is read off the view's eval history. Name: `Patience-<patience>[-<min_delta>]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import DetectorBase, stop
+from .registry import register_detector
+
+
+def evals_without_improvement(scores: Sequence[float], min_delta: float = 0.0) -> int:
+    """Keras's `wait` counter after the last score: evals since the best last improved."""
+    best, wait = None, 0
+    for s in scores:
+        if best is None or s - min_delta > best:
+            best, wait = s, 0
+        else:
+            wait += 1
+    return wait
+
+
+class Patience(DetectorBase):
+    def __init__(self, patience: int = 3, min_delta: float = 0.0) -> None:
+        if patience < 1 or min_delta < 0:
+            raise ValueError(f"Patience: need patience >= 1 and min_delta >= 0, got "
+                             f"{patience}, {min_delta}")
+        self.patience = patience
+        self.min_delta = min_delta
+        self.name = f"Patience-{patience}" + (f"-{min_delta:g}" if min_delta else "")
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        wait = evals_without_improvement(job.eval_scores, self.min_delta)
+        if wait >= self.patience:
+            return stop(f"{wait} evals without improving the best by > {self.min_delta:g}")
+        return CONTINUE
+
+
+def _factory(args: list[str]) -> Patience:
+    return Patience(int(args[0]) if args else 3, float(args[1]) if len(args) > 1 else 0.0)
+
+
+register_detector("Patience", _factory)

@@ -1,0 +1,101 @@
+"""evalstop-bench: one-line errors with exit code 2, tables printed, subcommand registry."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from benchmarks import cli
+from evalstop_gym.config import CONFIG_DIR
+
+TINY = """
+name: tiny
+title: tiny CLI sweep
+platform: {defaults}
+overrides: {{workload.n_jobs: 12, cluster.gpus: 16}}
+seeds: [3]
+reference: {{base: SRTF-Est, detector: none}}
+cells:
+  - {{base: SRTF-Est, detector: none}}
+  - {{base: SRTF-Est, detector: {detector}}}
+"""
+
+
+def tiny(tmp_path, detector="EvalStop-2"):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY.format(defaults=CONFIG_DIR / "defaults.yaml", detector=detector))
+    return str(path)
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_list_names_every_experiment(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"):
+        assert f"{name} " in out
+
+
+def test_unknown_experiment_exits_2_naming_it(capsys, tmp_path):
+    assert cli.main(["run", "e99", "--out", str(tmp_path)]) == 2
+    err = one_line_error(capsys)
+    assert "'e99'" in err and "e2" in err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--seeds", "-1"], "--seeds"),
+    (["--workers", "0"], "--workers"),
+    (["--set", "workload.n_jobz=3"], "n_jobz"),
+    (["--set", "noise.sigma=-1"], "noise.sigma"),
+    (["--set", "oops"], "KEY=VALUE"),
+])
+def test_bad_arguments_exit_2_naming_the_field(argv, needle, capsys, tmp_path):
+    assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path / "o"), *argv]) == 2
+    assert needle in one_line_error(capsys)
+
+
+def test_unknown_policy_name_exits_2(capsys, tmp_path):
+    assert cli.main(["run", tiny(tmp_path, "EvalStap-2"), "--out", str(tmp_path)]) == 2
+    err = one_line_error(capsys)
+    assert "EvalStap-2" in err and "EvalStop" in err
+
+
+def test_run_prints_the_table_and_writes_the_files(capsys, tmp_path):
+    out = tmp_path / "o"
+    assert cli.main(["run", tiny(tmp_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| EvalStop-2+SRTF-Est |" in printed and "wall time" in printed
+    for name in ("runs.csv", "jobs.csv", "summary.csv", "table.md"):
+        assert (out / "tiny" / name).stat().st_size > 0
+        assert (out / name).stat().st_size > 0
+
+
+def test_a_subcommand_whose_module_is_missing_is_skipped(monkeypatch, capsys):
+    monkeypatch.setitem(cli.SUBCOMMANDS, "ghost", ("benchmarks.no_such_module", "absent"))
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["ghost"])
+    assert "invalid choice: 'ghost'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_report_on_a_tiny_matrix(tmp_path):
+    """The whole matrix at 12 jobs and one seed: REPRODUCTION.md gets every experiment's rows."""
+    target = tmp_path / "REPRODUCTION.md"
+    assert cli.main(["report", "--out", str(tmp_path / "r"), "--seeds", "42", "--set",
+                     "workload.n_jobs=12", "--reproduction", str(target)]) == 0
+    text = target.read_text()
+    for exp in ("E1", "E2", "E3", "E4", "E5", "E6", "E7", "E8"):
+        assert f"| {exp} |" in text
+    assert "EvalStop-2 precision >= 95%" in text and "calibrated" in text
+
+
+def test_missing_backend_is_a_one_line_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail, installed or not
+    assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path), "--backend", "ray"]) == 2
+    assert "ray" in one_line_error(capsys)

@@ -1,0 +1,134 @@
+"""The env path reproduces the direct simulator path, and observations carry no hidden truth."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import evalstop_gym  # noqa: F401
+from evalstop_gym.env import HeuristicAgent, StopObservation, TableObservation
+from evalstop_gym.sim.jobs import JobState, Observation
+from evalstop_gym.sim.view import ClusterView, make_view
+from evalstop_gym.sim.workload import generate_workload
+from evalstop_gym.simulate import simulate
+from policies import make_policy
+
+SMALL = {"workload.n_jobs": 40}
+simulate_module = importlib.import_module("evalstop_gym.simulate")  # the module, not the function
+SKIP = {"stop_reason"}  # the env records "stopped by agent", the detector its own reason
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] or (isinstance(a[k], float) and math.isnan(a[k]) and math.isnan(b[k]))
+               for k in a if k not in SKIP)
+
+
+def run_env(agent, seed: int, control: str = "stop"):
+    env = gym.make("EvalStopCluster-v0", config="e2", control=control,
+                   milestones=getattr(agent, "milestones", ()), **SMALL)
+    obs, _ = env.reset(seed=seed)
+    done = False
+    while not done:
+        action, _ = agent.predict(obs)
+        obs, _, done, _, info = env.step(action)
+    return env.unwrapped, info
+
+
+@pytest.mark.parametrize("detector", ["EvalStop-2", "StopAt-0.65", "NoStop"])
+@pytest.mark.parametrize("seed", [42, 123])
+def test_env_path_equals_direct_path(detector, seed):
+    """Same seed: same per-job outcomes and the same metrics through the env as via simulate."""
+    env, info = run_env(HeuristicAgent.from_name(detector), seed)
+    direct = simulate(env.config, make_policy("SRTF-Est", detector), seed)
+    via_env = env.episode_result()
+    assert len(direct.records) == len(via_env.records)
+    for a, b in zip(direct.records, via_env.records, strict=True):
+        assert _same(a, b), (a, b)
+    assert _same(direct.metrics, info["metrics"])
+    if detector != "NoStop":
+        assert direct.metrics["n_stopped"] > 0
+
+
+def test_full_mode_with_no_stops_and_no_picks_is_the_base_scheduler():
+    class Zero:
+        def predict(self, obs):
+            return np.zeros(65, dtype=np.int64), None
+
+    env, info = run_env(Zero(), 42, control="full")
+    direct = simulate(env.config, make_policy("SRTF-Est"), 42)
+    assert _same(direct.metrics, info["metrics"])
+
+
+def test_learned_detector_acts_the_same_through_env_and_simulate(tmp_path):
+    """An (untrained) SB3 model: `model:` detector via simulate == model.predict via the env."""
+    from stable_baselines3 import PPO
+
+    from policies import parse_policy
+
+    env = gym.make("EvalStopCluster-v0", config="e2", **SMALL)
+    model = PPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu")
+    model.save(tmp_path / "m.zip")
+    policy = parse_policy(f"model:{tmp_path / 'm.zip'}+SRTF-Est")
+    direct = simulate(env.unwrapped.config, policy, 42)
+    _, info = run_env(policy.detector, 42)
+    assert _same(direct.metrics, info["metrics"])
+
+
+def _twins():
+    """A hacking and a healthy job whose observed histories are identical."""
+    config = gym.make("EvalStopCluster-v0", config="e2").unwrapped.config
+    job = next(j for j in generate_workload(config, 1) if j.job_type == "rlhf")
+    other = dataclasses.replace(
+        job, is_hacking=not job.is_hacking, peak_progress=0.6 if job.is_hacking else 1.0,
+        duration=job.duration * 1.7, eval_true=job.eval_true[::-1].copy(),
+        curve_params=tuple(p * 1.1 for p in job.curve_params))
+    seen = [(0.15, 0.3), (0.3, 0.4), (0.45, 0.35)]
+    for j in (job, other):
+        j.progress, j.state = 0.45, JobState.RUNNING
+        j.observations = [Observation(p, 10.0 * i, 2.0 - i / 10, s)
+                          for i, (p, s) in enumerate(seen)]
+    return job, other
+
+
+def test_hacking_and_healthy_twins_are_observed_identically():
+    job, other = _twins()
+    assert job.is_hacking != other.is_hacking
+    cluster = ClusterView(now=100.0, total_gpus=64, free_gpus=8, n_waiting=3, n_running=9)
+    views = [make_view(j, 100.0) for j in (job, other)]
+    stop = StopObservation(7)
+    a, b = (stop.encode(v, cluster) for v in views)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    table = TableObservation(4)
+    a, b = (table.encode([v], cluster) for v in views)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_observations_ignore_hidden_labels_over_a_whole_episode(monkeypatch):
+    """Flip every hidden label, peak and true curve: the agent's observations do not change."""
+    def run(flip: bool) -> list:
+        def workload(config, seed):
+            jobs = generate_workload(config, seed)
+            if flip:
+                for j in jobs:
+                    j.is_hacking, j.peak_progress = not j.is_hacking, 1.0 - j.peak_progress
+                    j.eval_true = -j.eval_true
+            return jobs
+
+        monkeypatch.setattr(simulate_module, "generate_workload", workload)
+        env = gym.make("EvalStopCluster-v0", config="e2", **SMALL)
+        obs, _ = env.reset(seed=9)
+        trace, done = [obs], False
+        while not done:
+            obs, _, done, _, _ = env.step(0)
+            trace.append(obs)
+        return trace
+
+    plain, flipped = run(False), run(True)
+    assert len(plain) == len(flipped)
+    for a, b in zip(plain, flipped, strict=True):
+        assert all(np.array_equal(a[k], b[k]) for k in a)

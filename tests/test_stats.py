@@ -1,0 +1,73 @@
+"""Statistics on hand-computed examples."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from benchmarks.stats import compare, improvement, mean_ci, reference_of, summarize, welch_p
+
+
+def test_mean_ci_on_three_values():
+    """[1, 2, 3]: mean 2, sd 1, half-width t(0.975, 2) / sqrt(3) = 4.302653 / 1.732051."""
+    mean, half, n = mean_ci([1.0, 2.0, 3.0])
+    assert (mean, n) == (2.0, 3)
+    assert half == pytest.approx(2.484138, abs=1e-6)
+
+
+def test_mean_ci_ignores_nan_and_single_value_has_no_interval():
+    assert mean_ci([math.nan, 4.0])[0] == 4.0
+    assert math.isnan(mean_ci([4.0])[1])
+    assert mean_ci([])[2] == 0
+
+
+def test_welch_p_by_hand():
+    """[1,2,3] vs [4,5,6]: t = -3 / sqrt(2/3) = -3.674, Welch df = 4, two-sided p = 0.0213."""
+    assert welch_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.021312, abs=1e-5)
+    assert math.isnan(welch_p([1, 1], [1, 1]))  # no spread at all: undefined, not 0 or 1
+
+
+def test_improvement_sign_convention():
+    """JCT 90 vs 100 is +10% (better); wasted 0.15 vs 0.20 is -25% (less waste)."""
+    assert improvement("jct", 90.0, 100.0) == pytest.approx(10.0)
+    assert improvement("ttfuc", 110.0, 100.0) == pytest.approx(-10.0)
+    assert improvement("wasted_frac", 0.15, 0.20) == pytest.approx(-25.0)
+    assert math.isnan(improvement("jct", 1.0, 0.0))
+
+
+def _runs() -> pd.DataFrame:
+    rows = []
+    for value in (0.1, 0.2):
+        for det, jcts in (("none", (100.0, 110.0, 120.0)), ("EvalStop-2", (80.0, 90.0, 100.0))):
+            for seed, jct in zip((1, 2, 3), jcts, strict=True):
+                policy = "SRTF-Est" if det == "none" else f"{det}+SRTF-Est"
+                rows.append({"experiment": "x", "cell": f"{policy}__s={value}", "label": "",
+                             "policy": policy, "base": "SRTF-Est", "detector": det,
+                             "param": "s", "value": value, "seed": seed,
+                             "jct": jct * (1 + value), "wasted_frac": 0.2 if det == "none"
+                             else 0.1})
+    return pd.DataFrame(rows)
+
+
+def test_reference_matched_at_the_same_sweep_value():
+    cells = _runs().drop_duplicates("cell")
+    refs = reference_of(cells, {"detector": "none"}, match_value=True)
+    assert refs["EvalStop-2+SRTF-Est__s=0.2"] == "SRTF-Est__s=0.2"
+    fixed = reference_of(cells, {"detector": "none", "value": 0.1}, match_value=True)
+    assert fixed["EvalStop-2+SRTF-Est__s=0.2"] == "SRTF-Est__s=0.1"
+
+
+def test_compare_and_summarize_by_hand():
+    """Means 110*1.1 vs 90*1.1: +18.18% JCT; wasted 0.1 vs 0.2: -50%."""
+    comp = compare(_runs(), {"detector": "none"}, match_value=True)
+    row = comp[(comp.cell == "EvalStop-2+SRTF-Est__s=0.1") & (comp.metric == "jct")].iloc[0]
+    assert row["delta_pct"] == pytest.approx(100 * 20 / 110)
+    assert row["p_value"] == pytest.approx(welch_p([88, 99, 110], [110, 121, 132]))
+    wasted = comp[(comp.cell == "EvalStop-2+SRTF-Est__s=0.1") & (comp.metric == "wasted_frac")]
+    assert wasted["delta_pct"].iloc[0] == pytest.approx(-50.0)
+    summ = summarize(_runs())
+    jct = summ[(summ.cell == "SRTF-Est__s=0.1") & (summ.metric == "jct")].iloc[0]
+    assert jct["mean"] == pytest.approx(121.0) and jct["n"] == 3
+    assert jct["ci95"] == pytest.approx(2.484138 * 11, abs=1e-4)
