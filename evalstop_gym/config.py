@@ -196,6 +196,7 @@ class RewardConfig:
                                    "true peak) / time_scale")
     quality_lost: float = _f(10.0, 0, None, "weight of -(true peak score - true score of the "
                              "checkpoint a stop keeps)")
+    false_stop: float = _f(0.5, 0, None, "weight of -(stops of jobs that were not hacking)")
     time_scale_min: float = _f(1000.0, 0, None, "minutes that make one unit of time cost",
                                lo_open=True)
 

@@ -75,8 +75,9 @@ class EvalStopClusterEnv(gym.Env):
 
     ## Rewards
     Minus the weighted terms of `reward.py` (weights: `config.reward`): jobs in system over time
-    (sums to -total JCT / time_scale), GPU-minutes held, GPU-minutes trained past true peaks, and
-    the true quality a stop gives up. The reward uses hidden truth; observations never do.
+    (sums to -total JCT / time_scale), GPU-minutes held, GPU-minutes trained past true peaks, the
+    true quality a stop gives up, and stops of jobs that were not hacking (false alarms). The
+    reward uses hidden truth; observations never do.
 
     ## Starting State
     `reset(seed=s)` builds the workload of seed `s`, the same jobs `simulate(config, policy, s)`

@@ -15,6 +15,9 @@ is minus the weighted sum of:
 - quality_lost: at each stop, the job's best true eval score over its whole schedule minus the
   true score of the checkpoint it keeps (its best observed eval; 0 if it has none): what stopping
   before the true peak cost the user. Zero for a stop after the peak of a collapsing job.
+- false_stop: 1 for each stop of a job that was not reward-hacking, whatever it cost in quality:
+  the tenant's cost of a false alarm (a flagged healthy run gets investigated). Without it, a
+  stop at a healthy job's final eval is free, and agents learn to flag every job at the end.
 
 What accrues before the first decision point answers no action, so no step returns it; the
 episode totals at the end (`info["reward_terms"]`) include it.
@@ -36,6 +39,7 @@ class RewardTerms(NamedTuple):
     gpu_minutes: float = 0.0
     wasted_gpu_minutes: float = 0.0
     quality_lost: float = 0.0
+    false_stop: float = 0.0
 
     def __add__(self, other: tuple) -> RewardTerms:  # type: ignore[override]
         return RewardTerms(*(a + b for a, b in zip(self, other, strict=True)))
@@ -43,7 +47,7 @@ class RewardTerms(NamedTuple):
     def weighted(self, cfg: RewardConfig) -> float:
         return -(cfg.jobs_in_system * self.jobs_in_system + cfg.gpu_minutes * self.gpu_minutes
                  + cfg.wasted_gpu_minutes * self.wasted_gpu_minutes
-                 + cfg.quality_lost * self.quality_lost)
+                 + cfg.quality_lost * self.quality_lost + cfg.false_stop * self.false_stop)
 
 
 class RewardMeter:
@@ -69,7 +73,8 @@ class RewardMeter:
         if self.wasted_on_decision:
             wasted_d = sum(committed_waste(j) for j in continued)
         terms = RewardTerms(jobs_d / self.scale, gpu_d / self.scale, wasted_d / self.scale,
-                            sum(quality_lost(j) for j in stopped))
+                            sum(quality_lost(j) for j in stopped),
+                            float(sum(not j.is_hacking for j in stopped)))
         self.total = self.total + terms
         return terms
 
