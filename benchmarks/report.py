@@ -8,24 +8,31 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import logging
 import os
 import platform
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
-from evalstop_gym.config import CONFIG_DIR
+from evalstop_gym.config import CONFIG_DIR, ConfigError
 from evalstop_gym.experiment import list_experiments
 
 from .claims import NOT, REPRO, SAME, Row
+from .learned_report import learned_section
 from .paper_claims import CLAIMS
 from .pipeline import MATRIX, collate_out, prepare, run_experiment
 from .runner import load_runs
 from .tables import to_markdown
 
+log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
+BEYOND = ("e7x", "e8x", "philly")
+LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/dqn_stop"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,6 +41,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_sweep_arguments(p, "results")
     p.add_argument("--reproduction", default=str(REPO_ROOT / "REPRODUCTION.md"),
                    help="where to write the report (default: REPRODUCTION.md at the repo root)")
+    p.add_argument("--no-beyond", dest="beyond", action="store_false",
+                   help="skip the beyond-the-paper experiments (e7x, e8x, philly) and BEYOND.md")
+    p.add_argument("--learned", nargs="*", default=[str(d) for d in LEARNED_DIRS],
+                   help="training output folders whose results.csv go into the report")
+    p.add_argument("--train-rl", action="store_true",
+                   help="train the PPO and DQN stop policies first where results are missing "
+                        "(a few minutes each)")
 
 
 def claim_rows(runs: Mapping[str, pd.DataFrame]) -> list[Row]:
@@ -59,7 +73,7 @@ def machine(sweep_s: float, cpu_s: float) -> str:
 
 
 def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: float,
-           command: str) -> str:
+           command: str, learned: str = "") -> str:
     rows = claim_rows(runs)
     counts = {v: sum(r.verdict == v for r in rows) for v in (REPRO, SAME, NOT)}
     table = pd.DataFrame(rows, columns=list(Row._fields))
@@ -72,6 +86,7 @@ def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: f
         "(64.5% at E2, 77% at E8-20%, 9.7% at E1) match FP / all non-hacking jobs (`fpr_all`), "
         "so both are reported where the paper gives an FPR.\n",
         "## Checks\n", to_markdown(table), "",
+        learned,
         "## Calibrated constants (configs/defaults.yaml)\n", "```yaml",
         *calibrated_constants(), "```\n", "## Run\n", machine(sweep_s, cpu_s), "",
         "## Tables\n", *[(out / n / "table.md").read_text() for n in runs
@@ -87,6 +102,30 @@ def total_cpu_seconds(out: Path) -> float:
     return total
 
 
+def train_missing(folders: list[Path]) -> None:
+    """Run the training script for each folder (named after its algorithm) without results."""
+    for folder in folders:
+        if (folder / "results.csv").exists():
+            continue
+        algo = "dqn" if "dqn" in folder.name else "ppo"
+        subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "train_stop_policy.py"),
+                        "--algo", algo, "--out", str(folder)], check=True)
+
+
+def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace) -> None:
+    """The experiments beyond the paper, then BEYOND.md; philly only where the trace exists."""
+    from .beyond import write_beyond
+
+    for name in BEYOND:
+        try:
+            exp = prepare(name, overrides)
+            run_experiment(exp, out, args.seeds, args.workers, args.backend,
+                           args.scheduler_address)
+        except ConfigError as exc:  # e.g. the Philly trace is not on this machine
+            log.warning("skipping %s: %s", name, exc)
+    write_beyond(out, REPO_ROOT)
+
+
 def main(args: argparse.Namespace) -> int:
     from .cli import check_sweep_args, parse_overrides
 
@@ -98,8 +137,15 @@ def main(args: argparse.Namespace) -> int:
         run_experiment(exp, out, args.seeds, args.workers, args.backend, args.scheduler_address)
     collate_out(out)
     sweep_s = time.perf_counter() - start
+    learned_dirs = [Path(d) for d in args.learned]
+    if args.train_rl:
+        train_missing(learned_dirs)
     runs = {n: load_runs(out / n / "runs.csv") for n in names}
-    text = render(runs, out, sweep_s, total_cpu_seconds(out), "evalstop-bench report")
+    text = render(runs, out, sweep_s, total_cpu_seconds(out), "evalstop-bench report",
+                  learned_section(learned_dirs))
     Path(args.reproduction).write_text(text)
     print(f"wrote {args.reproduction} ({sweep_s:.1f} s)")
+    if args.beyond:
+        run_beyond(out, overrides, args)
+        print(f"wrote {REPO_ROOT / 'BEYOND.md'}")
     return 0
