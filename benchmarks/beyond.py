@@ -209,7 +209,7 @@ def _read(results_dir: Path, name: str) -> pd.DataFrame | None:
         return None
     runs = pd.read_csv(path)
     for col in ("label", "param", "detector"):
-        runs[col] = runs[col].fillna("").astype(str)
+        runs[col] = runs[col].astype(object).fillna("").astype(str)
     return runs
 
 

@@ -33,6 +33,8 @@ BASES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched")
 DETECTORS = ("EvalStop-2", "StopAt-0.5", "StopAt-0.65", "LossPlateau")
 SCALE = ((1_000, 320), (10_000, 3_200), (100_000, 10_000))
 PHILLY = ROOT.parent / "shared" / "traces" / "philly.csv"
+NOTES_MARKER = "<!-- notes: kept as written when the figures above are regenerated -->"
+PHILLY_GPUS = 2_490    # Philly's GPU count as reported by Jeon et al. (ATC'19)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,14 +132,7 @@ def scale_point(n_jobs: int, gpus: int, timeout: float) -> dict[str, Any]:
     code = ("import json; from benchmarks.perf import scale_child; "
             f"print(json.dumps(scale_child({n_jobs}, {gpus})))")
     failed = {"jobs": n_jobs, "gpus": gpus, "wall_s": None, "peak_mem_mb": None}
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                              text=True, check=False, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**failed, "error": f"over the {timeout:g} s timeout"}
-    if proc.returncode != 0:
-        return {**failed, "error": " ".join(proc.stderr.strip().splitlines()[-1:])}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _child(code, timeout, failed)
 
 
 def scaling(quick: bool, timeout: float) -> list[dict[str, Any]]:
@@ -184,21 +179,43 @@ def _steps_per_s(env: Any, seconds: float) -> float:
     return steps / wall
 
 
-def philly_replay() -> dict[str, Any] | None:
-    """Replay the whole Philly trace through the headline policy, when trace replay exists."""
-    if importlib.util.find_spec("evalstop_gym.traces") is None or \
-            importlib.util.find_spec("evalstop_gym.traces.philly") is None:
-        return None
-    philly = importlib.import_module("evalstop_gym.traces.philly")
-    run = getattr(philly, "replay", None)
-    if run is None or not PHILLY.exists():
-        return {"error": "evalstop_gym.traces.philly has no replay(path, policy) or no trace"}
-    t0 = time.perf_counter()
+def philly_replay(timeout: float) -> dict[str, Any] | None:
+    """Replay the whole Philly trace (headline policy) in a subprocess, when trace replay exists."""
     try:
-        result = run(PHILLY, parse_policy(HEADLINE))
-    except Exception as exc:  # noqa: BLE001 - report, do not hide the other figures
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"wall_s": time.perf_counter() - t0, "events": getattr(result, "events", None)}
+        if importlib.util.find_spec("evalstop_gym.traces.philly") is None:
+            return None
+    except ImportError:
+        return None
+    code = ("import json; from benchmarks.perf import philly_child; "
+            "print(json.dumps(philly_child()))")
+    return _child(code, timeout, {})
+
+
+def philly_child(seed: int = 42) -> dict[str, Any]:
+    """The whole trace (every virtual cluster, every hour) on PHILLY_GPUS GPUs."""
+    import resource
+
+    config = load_sim_config(overrides={
+        "workload.source": "philly", "trace.path": str(PHILLY), "trace.cluster": "",
+        "trace.start": "", "trace.hours": 1e7, "trace.max_jobs": 0, "cluster.gpus": PHILLY_GPUS})
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = simulate(config, parse_policy(HEADLINE), seed)
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"jobs": len(result.records), "gpus": PHILLY_GPUS, "events": result.events,
+            "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "peak_mem_mb": rss_kb / 1024}
+
+
+def _child(code: str, timeout: float, failed: dict[str, Any]) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter; its last stdout line is the JSON result."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                              text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**failed, "error": f"over the {timeout:g} s timeout"}
+    if proc.returncode != 0:
+        return {**failed, "error": " ".join(proc.stderr.strip().splitlines()[-1:])}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # ----------------------------------------------------------------------------- reporting
@@ -236,7 +253,7 @@ def tables(res: dict[str, Any]) -> list[str]:
              "| policy | wall s | events |", "|---|---:|---:|"]
     lines += [f"| {r['policy']} | {r['wall_s']:.4f} | {r['events']} |" for r in res["policies"]]
     lines += ["", f"## Scaling ({HEADLINE}, E2 mix, arrival rate scaled with the GPUs)", "",
-              "| jobs | GPUs | events | wall s | CPU s | peak RSS MB | growth per 10x (wall, CPU) |",
+              "| jobs | GPUs | events | wall s | CPU s | peak RSS MB | growth/10x wall, CPU |",
               "|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['jobs']:,} | {r['gpus']:,} | {_fmt(r.get('events'), ',')} | "
               f"{_fmt(r['wall_s'], '.2f')} | {_fmt(r.get('cpu_s'), '.2f')} | "
@@ -250,8 +267,10 @@ def tables(res: dict[str, Any]) -> list[str]:
               f"{_fmt(env['cartpole'], ',.0f')} |", "", "## Philly trace replay", ""]
     ph = res["philly"]
     lines.append("n/a (trace replay not available)" if ph is None else
-                 f"error: {ph['error']}" if "error" in ph else
-                 f"{ph['wall_s']:.1f} s for the whole trace ({HEADLINE}).")
+                 f"n/a ({ph['error']})" if "error" in ph else
+                 f"{ph['jobs']:,} jobs on {ph['gpus']:,} GPUs ({HEADLINE}): {ph['events']:,} "
+                 f"events, {ph['wall_s']:.1f} s wall, {ph['cpu_s']:.1f} s CPU, "
+                 f"{ph['peak_mem_mb']:.0f} MB peak RSS.")
     return lines
 
 
@@ -263,7 +282,11 @@ def write_markdown(lines: list[str], quick: bool) -> None:
             "less than wall time. Targets (issue 6): 100k jobs on 10k GPUs under 60 s and 2 GiB,",
             "growth per 10x jobs under 15x, simulator / bare heap at least 1/3.", ""]
     note = ["", "_Quick run: the 100k size was skipped._"] if quick else []
-    (ROOT / "PERFORMANCE.md").write_text("\n".join(head + lines + note) + "\n")
+    path = ROOT / "PERFORMANCE.md"
+    kept = ""   # hand-written notes below the marker survive regeneration
+    if path.exists() and NOTES_MARKER in path.read_text():
+        kept = path.read_text().split(NOTES_MARKER, 1)[1]
+    path.write_text("\n".join(head + lines + note) + "\n\n" + NOTES_MARKER + kept)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -272,7 +295,7 @@ def main(args: argparse.Namespace) -> int:
     res["policies"] = policy_walls()
     res["scale"] = scaling(args.quick, args.timeout)
     res["env_steps_per_s"] = env_steps()
-    res["philly"] = philly_replay()
+    res["philly"] = philly_replay(args.timeout)
     for key in ("events_per_s", "bare_heap_events_per_s", "ratio_vs_bare"):
         res[key] = res["events"][key]
     lines = tables(res)

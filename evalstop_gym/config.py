@@ -100,7 +100,7 @@ class JobTypes:
 
 @dataclass(frozen=True)
 class SaturatingCurve:
-    """Eval score start + gain (1 - exp(-p/c)) / (1 - exp(-1/c)): monotone, saturating if c small."""
+    """Eval score start + gain (1 - exp(-p/c)) / (1 - exp(-1/c)): monotone; saturates if c small."""
 
     start: Range = _f((0.2, 0.35), 0, 1, "eval score at progress 0")
     gain: Range = _f((0.3, 0.5), 0, 1, "rise from progress 0 to 1")

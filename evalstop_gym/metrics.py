@@ -36,7 +36,8 @@ def job_record(job: Job, cfg: MetricsConfig) -> dict[str, Any]:
         "stop_reason": job.stop_reason, "n_preemptions": job.n_preemptions,
         "n_evals": len(job.observed_scores),
         "gpu_minutes": job.gpu_minutes, "gpu_minutes_after_peak": job.gpu_minutes_after_peak,
-        "planned_gpu_minutes": job.planned_gpu_minutes, "saved_gpu_minutes": saved if stopped else 0.0,
+        "planned_gpu_minutes": job.planned_gpu_minutes,
+        "saved_gpu_minutes": saved if stopped else 0.0,
         "best_score": best[0] if best else math.nan, "best_progress": best[1] if best else math.nan,
         "delivered_true_score": delivered,
         "oracle_true_score": float(np.max(job.eval_true)) if len(job.eval_true) else math.nan,
@@ -57,7 +58,7 @@ def _delivered_true_score(job: Job, stopped: bool) -> float:
 
 
 def ttfuc(job: Job, cfg: MetricsConfig) -> float:
-    """Minutes from arrival to the first eval above tau that beats the previous best by the margin."""
+    """Minutes from arrival to the first eval above tau beating the previous best by the margin."""
     best = -math.inf
     for o in job.observations:
         if o.score is None:
@@ -108,11 +109,17 @@ def aggregate(records: Sequence[dict[str, Any]], total_gpus: int) -> dict[str, f
         "f1": f1,
         "jain": jain_index(_tenant_service(rec)),
         "n_stopped": int(stopped.sum()),
-        "quality_regret": float(np.nanmean([r["oracle_true_score"] - r["delivered_true_score"]
-                                            for r in rec if r["job_type"] != "lora"] or [math.nan])),
+        "quality_regret": _quality_regret(rec),
         "makespan": makespan,
         "utilization": _ratio(used, total_gpus * makespan),
     }
+
+
+def _quality_regret(rec: Sequence[dict[str, Any]]) -> float:
+    """Mean true score lost against each monitored job's best checkpoint (NaN if none scored)."""
+    gaps = [r["oracle_true_score"] - r["delivered_true_score"] for r in rec
+            if r["job_type"] != "lora" and not math.isnan(r["delivered_true_score"])]
+    return float(np.mean(gaps)) if gaps else math.nan
 
 
 def _tenant_service(rec: Sequence[dict[str, Any]]) -> list[float]:

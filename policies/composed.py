@@ -26,6 +26,11 @@ class ComposedPolicy:
                  running: Sequence[SchedulerJobView]) -> Allocation:
         return self.base.schedule(cluster, waiting, running)
 
+    @property
+    def plan(self):
+        """The base scheduler's incremental fast path, if it has one (allocation is the base's)."""
+        return getattr(self.base, "plan", None)
+
     def on_job_end(self, job: SchedulerJobView) -> None:
         self.detector.on_job_end(job)
 

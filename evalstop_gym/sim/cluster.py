@@ -137,8 +137,8 @@ class Cluster:
     def run(self, policy: Policy) -> None:
         """Drive the whole run with `policy` answering every request.
 
-        A policy whose scheduler offers `plan` is asked through it (same answers, less work); a
-        policy with a `base` scheduler and no `plan` of its own delegates allocation to the base.
+        A policy that offers `plan` (a `PriorityScheduler`, or a composition over one) is asked
+        through it: the same answers as `schedule`, for less work.
         """
         planner = _planner(policy)
         cursor = [0]
@@ -377,6 +377,4 @@ def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
 
 def _planner(policy: Any) -> Planner | None:
     plan = getattr(policy, "plan", None)
-    if plan is None and not hasattr(type(policy), "plan"):
-        plan = getattr(getattr(policy, "base", None), "plan", None)
     return plan if callable(plan) else None

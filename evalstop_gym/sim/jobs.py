@@ -85,9 +85,17 @@ class Job:
     ttfuc_time: float | None = None
     # --- cache of the view's history tuples (see view._history); not part of the job's state
     view_history: tuple | None = field(default=None, repr=False)
+    loss_memo: tuple[float, float] | None = field(default=None, repr=False)  # see loss_at
 
     def loss_at(self, progress: float) -> float:
-        return float(exp_loss(np.float64(progress), *self.loss_params))
+        """True training loss at `progress`; the last answer is kept, as a check and the view
+        built right after it ask for the same point."""
+        memo = self.loss_memo
+        if memo is not None and memo[0] == progress:
+            return memo[1]
+        loss = float(exp_loss(np.float64(progress), *self.loss_params))
+        self.loss_memo = (progress, loss)
+        return loss
 
     @property
     def observed_scores(self) -> list[float]:
