@@ -375,9 +375,20 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 def load_sim_config(path: Path | str | None = None,
                     overrides: Mapping[str, Any] | None = None) -> SimConfig:
-    """Load a platform config YAML (default: configs/defaults.yaml) with dotted overrides."""
+    """Load a platform config YAML (default: configs/defaults.yaml) with dotted overrides.
+
+    A platform file may start from another with `extends: other.yaml` (relative to itself) and
+    then give only the dotted keys it changes under `overrides:`.
+    """
     path = Path(path) if path is not None else CONFIG_DIR / "defaults.yaml"
     data = read_yaml(path)
+    if "extends" in data:
+        unknown = sorted(set(data) - {"extends", "overrides"})
+        if unknown:
+            raise ConfigError(f"{path.name}: a file with 'extends' takes only 'overrides'; "
+                              f"unknown key(s) {', '.join(unknown)}")
+        parent = load_sim_config(path.parent / data["extends"], data.get("overrides") or {})
+        data = to_dict(parent)
     if overrides:
         base = to_dict(build(SimConfig, data))
         apply_overrides(base, overrides)

@@ -45,3 +45,14 @@ def test_experiment_errors_name_the_cell(tmp_path):
         load_experiment(path)
     with pytest.raises(ConfigError, match="no file"):
         load_experiment("e99")
+
+
+def test_a_platform_can_extend_another(tmp_path):
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {CONFIG_DIR / 'defaults.yaml'}\n"
+                     "overrides: {noise.sigma: 0.07}\n")
+    assert load_sim_config(child).noise.sigma == 0.07
+    assert load_sim_config(child).cluster == load_sim_config().cluster
+    child.write_text(f"extends: {CONFIG_DIR / 'defaults.yaml'}\nnoise: {{sigma: 0.07}}\n")
+    with pytest.raises(ConfigError, match="takes only 'overrides'"):
+        load_sim_config(child)

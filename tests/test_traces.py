@@ -15,7 +15,10 @@ SAMPLE = Path(__file__).parent / "data" / "philly_sample.csv"
 
 
 def _reference_workload(config: SimConfig, seed: int) -> list[tuple]:
-    """generate_workload as it was before make_job was factored out, kept verbatim as an oracle."""
+    """generate_workload as it was before make_job was factored out, kept as an oracle.
+
+    One intended change since: observed scores are clipped to the score range [0, 1].
+    """
     wl = config.workload
     arrivals_rng, sizes_rng, curves_rng, noise_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
@@ -38,7 +41,7 @@ def _reference_workload(config: SimConfig, seed: int) -> list[tuple]:
         loss_params = draw_loss_params(curves_rng, profile.loss)
         out.append((i, int(tenants[i]), job_type, gpus, float(arrivals[i]),
                     profile.duration_estimate, duration, is_hacking, peak, points.tobytes(),
-                    true_scores.tobytes(), (true_scores + noise[i]).tobytes(),
+                    true_scores.tobytes(), np.clip(true_scores + noise[i], 0.0, 1.0).tobytes(),
                     profile.eval_minutes, loss_params, params))
     return out
 

@@ -10,6 +10,13 @@ import numpy as np
 
 from ..config import LossCurve, NoiseConfig
 
+SCORE_RANGE = (0.0, 1.0)  # eval scores are bounded like an accuracy or a win rate
+
+
+def observe(true_scores: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """What an eval reports: the true score plus noise, kept inside the score's range."""
+    return np.clip(true_scores + noise, *SCORE_RANGE)
+
 
 def saturating(p: np.ndarray, start: float, gain: float, c: float) -> np.ndarray:
     """Monotone rise start -> start + gain over p in [0, 1]; small c saturates early."""
@@ -21,10 +28,11 @@ def gao_hacking(p: np.ndarray, start: float, gain: float, peak: float,
     """Gao et al.'s R(d) = d (alpha - beta ln d) as u (1 - ln u), u = (p / peak) ** collapse.
 
     The maximum, start + gain, is at p = peak; past it the score falls, faster for larger collapse.
+    u (1 - ln u) turns negative past u = e; a benchmark score cannot, so it is floored at 0.
     """
     u = np.power(np.maximum(p, 1e-12) / peak, collapse)
     shape = u * (1.0 - np.log(u))
-    return start + gain * np.where(p > 0, shape, 0.0)
+    return np.maximum(start + gain * np.where(p > 0, shape, 0.0), 0.0)
 
 
 def exp_loss(p: np.ndarray, initial: float, floor_fraction: float, plateau: float,

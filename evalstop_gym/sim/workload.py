@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import JobTypeConfig, SimConfig
-from .curves import draw_loss_params, eval_noise, exp_loss, gao_hacking, saturating
+from .curves import draw_loss_params, eval_noise, exp_loss, gao_hacking, observe, saturating
 from .jobs import Job
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
@@ -85,7 +85,7 @@ def make_job(config: SimConfig, spec: JobSpec, points: np.ndarray, noise: np.nda
         job_id=spec.job_id, tenant=spec.tenant, job_type=spec.job_type, gpus=spec.gpus,
         arrival=spec.arrival, duration_estimate=profile.duration_estimate,
         duration=spec.duration, is_hacking=spec.is_hacking, peak_progress=peak,
-        eval_points=points, eval_true=true_scores, eval_observed=true_scores + noise,
+        eval_points=points, eval_true=true_scores, eval_observed=observe(true_scores, noise),
         eval_minutes=profile.eval_minutes, loss_params=loss_params, curve_params=params,
     )
 
