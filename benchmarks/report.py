@@ -112,8 +112,8 @@ def train_missing(folders: list[Path]) -> None:
                         "--algo", algo, "--out", str(folder)], check=True)
 
 
-def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace) -> None:
-    """The experiments beyond the paper, then BEYOND.md; philly only where the trace exists."""
+def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace, root: Path) -> Path:
+    """The experiments beyond the paper, then `root`/BEYOND.md; philly only if the trace exists."""
     from .beyond import write_beyond
 
     for name in BEYOND:
@@ -123,7 +123,7 @@ def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace) -> None:
                            args.scheduler_address)
         except ConfigError as exc:  # e.g. the Philly trace is not on this machine
             log.warning("skipping %s: %s", name, exc)
-    write_beyond(out, REPO_ROOT)
+    return write_beyond(out, root)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -145,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
                   learned_section(learned_dirs))
     Path(args.reproduction).write_text(text)
     print(f"wrote {args.reproduction} ({sweep_s:.1f} s)")
-    if args.beyond:
-        run_beyond(out, overrides, args)
-        print(f"wrote {REPO_ROOT / 'BEYOND.md'}")
+    if args.beyond:  # BEYOND.md (and its figures/) go beside REPRODUCTION.md
+        path = run_beyond(out, overrides, args, Path(args.reproduction).resolve().parent)
+        print(f"wrote {path}")
     return 0

@@ -39,10 +39,21 @@ def _f(default: Any, lo: float | None = None, hi: float | None = None, doc: str 
 
 
 @dataclass(frozen=True)
+class GpuKind:
+    """One kind of GPU in a heterogeneous cluster."""
+
+    name: str = _f("gpu", doc="a label, e.g. A100")
+    count: int = _f(1, 1, None, "GPUs of this kind")
+    speed: float = _f(1.0, 0, None, "training and eval speed relative to the reference GPU",
+                      lo_open=True)
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
-    gpus: int = _f(64, 1, None, "homogeneous GPUs in the cluster")
+    gpus: int = _f(64, 1, None, "GPUs in the cluster (the kinds' total when kinds are given)")
     preemption_overhead_min: float = _f(2.0, 0, None,
                                         "minutes of restart cost when a preempted job resumes")
+    kinds: tuple[GpuKind, ...] = _f((), doc="GPU kinds; empty: `gpus` identical reference GPUs")
 
 
 @dataclass(frozen=True)
@@ -276,6 +287,11 @@ def _coerce(hint: Any, value: Any, name: str, meta: Mapping[str, Any]) -> Any:
             raise ConfigError(f"{name}: expected a section (mapping), got {value!r}")
         return build(hint, value, name)
     origin = typing.get_origin(hint)
+    if origin is tuple and typing.get_args(hint)[-1] is Ellipsis:
+        item = typing.get_args(hint)[0]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return tuple(build(item, v, f"{name}[{i}]") for i, v in enumerate(value))
     if origin is tuple:
         args = typing.get_args(hint)
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
@@ -340,6 +356,11 @@ def _check_object(obj: Any, path: str) -> None:
                           f"{', '.join(WORKLOAD_SOURCES)}")
     if isinstance(obj, TraceConfig):
         _check_trace(obj, path or "trace")
+    if isinstance(obj, ClusterConfig) and obj.kinds:
+        total = sum(k.count for k in obj.kinds)
+        if total != obj.gpus:
+            raise ConfigError(f"{path or 'cluster'}.gpus: {obj.gpus} must equal the total of "
+                              f"{path or 'cluster'}.kinds ({total})")
     if isinstance(obj, NoiseConfig) and obj.model not in NOISE_MODELS:
         raise ConfigError(f"{path or 'noise'}.model: {obj.model!r} is not one of "
                           f"{', '.join(NOISE_MODELS)}")

@@ -43,12 +43,33 @@ class PriorityScheduler:
 
     def schedule(self, cluster: ClusterView, waiting: Sequence[SchedulerJobView],
                  running: Sequence[SchedulerJobView]) -> Allocation:
+        if cluster.free_by_kind:
+            return self._schedule_kinds(cluster, waiting, running)
         if not self.preemptive:
             chosen = _fill(self._rank(waiting), cluster.free_gpus)
             return Allocation(start=tuple(j.job_id for j in chosen))
         keep = {j.job_id for j in _fill(self._rank([*running, *waiting]), cluster.total_gpus)}
         return Allocation(start=tuple(j.job_id for j in self._rank(waiting) if j.job_id in keep),
                           preempt=tuple(j.job_id for j in running if j.job_id not in keep))
+
+    def _schedule_kinds(self, cluster: ClusterView, waiting: Sequence[SchedulerJobView],
+                        running: Sequence[SchedulerJobView]) -> Allocation:
+        """The same policy on a heterogeneous cluster: each job fills one kind, fastest first.
+
+        Running jobs stay on the kind they hold (no migration); a preemptive pass refills every
+        kind from the top of the ranking, so a running job that no longer fits is preempted.
+        """
+        if not self.preemptive:
+            chosen = _fill_kinds(self._rank(waiting), cluster, list(cluster.free_by_kind))
+            return Allocation(start=tuple(j.job_id for j, _ in chosen),
+                              kinds=tuple(k for _, k in chosen))
+        chosen = _fill_kinds(self._rank([*running, *waiting]), cluster,
+                             list(cluster.gpus_by_kind))
+        kept = {j.job_id for j, _ in chosen}
+        starts = [(j, k) for j, k in chosen if j.state != "running"]
+        return Allocation(start=tuple(j.job_id for j, _ in starts),
+                          preempt=tuple(j.job_id for j in running if j.job_id not in kept),
+                          kinds=tuple(k for _, k in starts))
 
     @property
     def plan(self) -> Planner | None:
@@ -76,6 +97,22 @@ class PriorityScheduler:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _fill_kinds(ranked: Sequence[SchedulerJobView], cluster: ClusterView,
+                capacity: list[int]) -> list[tuple[SchedulerJobView, int]]:
+    """Greedy fill per GPU kind: a running job keeps its kind, others take the fastest with room."""
+    order = sorted(range(len(capacity)), key=lambda k: (-cluster.kind_speeds[k], k))
+    chosen = []
+    for job in ranked:
+        if job.state == "running":
+            fits = [job.gpu_kind] if capacity[job.gpu_kind] >= job.gpus else []
+        else:
+            fits = [k for k in order if capacity[k] >= job.gpus][:1]
+        if fits:
+            capacity[fits[0]] -= job.gpus
+            chosen.append((job, fits[0]))
+    return chosen
 
 
 def _fill(ranked: Sequence[SchedulerJobView], capacity: int) -> list[SchedulerJobView]:

@@ -93,6 +93,8 @@ def test_report_on_a_tiny_matrix(tmp_path):
     for exp in ("E1", "E2", "E3", "E4", "E5", "E6", "E7", "E8"):
         assert f"| {exp} |" in text
     assert "EvalStop-2 precision >= 95%" in text and "calibrated" in text
+    beyond = (tmp_path / "BEYOND.md").read_text()   # beside the report, never in the repo
+    assert "drop-to-noise" in beyond and (tmp_path / "figures" / "beyond_noise.png").stat().st_size
 
 
 def test_missing_backend_is_a_one_line_error(capsys, tmp_path, monkeypatch):

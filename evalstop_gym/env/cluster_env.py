@@ -114,6 +114,9 @@ class EvalStopClusterEnv(gym.Env):
         if control not in CONTROLS:
             raise ValueError(f"control={control!r}: choose one of {', '.join(CONTROLS)}")
         self.config = resolve_config(config, {**(overrides or {}), **dotted_overrides})
+        if control == "full" and self.config.cluster.kinds:
+            raise ValueError("control='full' supports homogeneous clusters only: cluster.kinds "
+                             "is set (use control='stop', where the base scheduler places jobs)")
         self.base = make_base(base_scheduler)
         self.control = control
         self.monitored = tuple(monitored)

@@ -11,9 +11,11 @@ execute identical code.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..config import SimConfig
+from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
 from .protocols import Allocation, Policy, StopDecision
@@ -54,6 +56,7 @@ class Cluster:
         self.jobs = jobs
         self.total_gpus = config.cluster.gpus
         self.free_gpus = self.total_gpus
+        self.pool = GpuPool.from_config(config.cluster)   # None: homogeneous
         self.overhead = config.cluster.preemption_overhead_min
         self.queue = EventQueue()
         self.waiting: dict[int, Job] = {}
@@ -73,10 +76,11 @@ class Cluster:
         self._cv_state: tuple[float, int, int, int] | None = None
         self._cv: ClusterView | None = None
         extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
+        largest = max(self.pool.totals) if self.pool else self.total_gpus
         for job in jobs:
-            if job.gpus > self.total_gpus:
+            if job.gpus > largest:
                 raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; the cluster "
-                                      f"has {self.total_gpus}")
+                                      f"has {largest} of one kind")
             job.checks = _merge_checks(job, extra)
             self.queue.schedule(job.arrival, ARRIVAL, job.job_id, priority=ARRIVAL)
 
@@ -140,7 +144,7 @@ class Cluster:
         A policy that offers `plan` (a `PriorityScheduler`, or a composition over one) is asked
         through it: the same answers as `schedule`, for less work.
         """
-        planner = _planner(policy)
+        planner = _planner(policy) if self.pool is None else None
         cursor = [0]
         while (request := self._next(views=planner is None)) is not None:
             if isinstance(request, CheckRequest):
@@ -178,6 +182,9 @@ class Cluster:
         if state != self._cv_state:   # views are immutable: reuse while nothing changed
             self._cv_state = state
             self._cv = ClusterView(state[0], self.total_gpus, *state[1:])
+            if self.pool is not None:
+                self._cv = replace(self._cv, free_by_kind=tuple(self.pool.free),
+                                   gpus_by_kind=self.pool.totals, kind_speeds=self.pool.speeds)
         return self._cv
 
     def view(self, job_id: int) -> SchedulerJobView:
@@ -247,10 +254,10 @@ class Cluster:
         if phase == Phase.RESTART:
             length = self.overhead
         elif phase == Phase.EVAL:
-            length = job.eval_minutes
+            length = job.eval_minutes / job.speed
         else:
             target = job.checks[job.next_check][0]
-            length = max(0.0, (target - job.progress) * job.duration)
+            length = max(0.0, (target - job.progress) * job.duration / job.speed)
         self.queue.schedule(self.now + length, PHASE_END, job.job_id, job.epoch, PHASE_END)
 
     def _charge(self, job: Job) -> None:
@@ -263,7 +270,7 @@ class Cluster:
             start = job.progress
             end = current_progress(job, self.now)
             past_peak = max(0.0, end - max(start, job.peak_progress))
-            job.gpu_minutes_after_peak += job.gpus * past_peak * job.duration
+            job.gpu_minutes_after_peak += job.gpus * past_peak * job.duration / job.speed
             job.progress = end
         elif job.progress > job.peak_progress + EPS:
             job.gpu_minutes_after_peak += job.gpus * elapsed
@@ -302,14 +309,25 @@ class Cluster:
         if need > self.free_gpus + freed:
             raise SimulationError(f"allocation.start needs {need} GPUs; only "
                                   f"{self.free_gpus + freed} would be free")
+        kinds: list[int] = [-1] * len(start)
+        if self.pool is not None:
+            released = [(self.jobs[j].kind, self.jobs[j].gpus) for j in (*preempt, *stop)
+                        if j in self.running]
+            kinds = self.pool.place([(j, self.jobs[j].gpus) for j in start],
+                                    tuple(allocation.kinds), released)
         for jid in stop:
             self._end(self.jobs[jid], JobState.STOPPED, reason="stopped by scheduler")
         for jid in preempt:
             self._preempt(self.jobs[jid])
-        for jid in start:
-            self._start(self.jobs[jid])
+        for jid, kind in zip(start, kinds, strict=True):
+            self._start(self.jobs[jid], kind)
 
-    def _set_free(self, delta: int) -> None:
+    def _set_free(self, delta: int, job: Job) -> None:
+        if self.pool is not None:
+            if delta < 0:
+                self.pool.take(job.kind, -delta)
+            else:
+                self.pool.release(job.kind, delta)
         self.busy_gpu_minutes += (self.total_gpus - self.free_gpus) * (self.now - self._busy_since)
         self._busy_since = self.now
         self.free_gpus += delta
@@ -317,13 +335,15 @@ class Cluster:
             raise SimulationError(f"GPU accounting broke: {self.free_gpus} free of "
                                   f"{self.total_gpus}")
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job, kind: int = -1) -> None:
         del self.waiting[job.job_id]
         self.running[job.job_id] = job
         self._touch(job.job_id)
         self._starts += 1
         self._run_seq[job.job_id] = self._starts
-        self._set_free(-job.gpus)
+        if self.pool is not None:
+            job.kind, job.speed = kind, self.pool.speeds[kind]
+        self._set_free(-job.gpus, job)
         job.state = JobState.RUNNING
         if job.first_start is None:
             job.first_start = self.now
@@ -337,7 +357,8 @@ class Cluster:
         del self.running[job.job_id]
         del self._run_seq[job.job_id]
         self.waiting[job.job_id] = job
-        self._set_free(job.gpus)
+        self._set_free(job.gpus, job)
+        job.kind = -1
         job.state = JobState.PREEMPTED
         job.phase = Phase.IDLE
         job.epoch += 1
@@ -352,7 +373,8 @@ class Cluster:
         if job.job_id in self.running:
             del self.running[job.job_id]
             del self._run_seq[job.job_id]
-            self._set_free(job.gpus)
+            self._set_free(job.gpus, job)
+            job.kind = -1
         else:
             self.waiting.pop(job.job_id, None)
         job.state = state

@@ -80,6 +80,8 @@ class Job:
     gpu_minutes: float = 0.0
     gpu_minutes_after_peak: float = 0.0
     n_preemptions: int = 0
+    kind: int = -1          # GPU kind it runs on, in a heterogeneous cluster
+    speed: float = 1.0      # that kind's speed: progress per minute is speed / duration
     observations: list[Observation] = field(default_factory=list)
     stop_reason: str = ""
     ttfuc_time: float | None = None

@@ -33,11 +33,16 @@ CONTINUE = StopDecision(Action.CONTINUE)
 
 
 class Allocation(NamedTuple):
-    """Applied in this order: stop, preempt, start. Job ids only."""
+    """Applied in this order: stop, preempt, start. Job ids only.
+
+    `kinds`, on a heterogeneous cluster, names the GPU kind of each started job (same order as
+    `start`); left empty, each goes to the fastest kind with room.
+    """
 
     start: tuple[int, ...] = ()
     preempt: tuple[int, ...] = ()
     stop: tuple[int, ...] = ()
+    kinds: tuple[int, ...] = ()
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ class SchedulerJobView:
     duration_estimate: float          # non-clairvoyant: the job type's mean duration (minutes)
     attained_minutes: float           # wall minutes the job has held GPUs so far
     n_preemptions: int
+    gpu_kind: int = -1                # GPU kind it runs on (-1: not placed, or homogeneous)
 
     @property
     def remaining_estimate(self) -> float:
@@ -58,6 +59,9 @@ class ClusterView:
     free_gpus: int
     n_waiting: int
     n_running: int
+    free_by_kind: tuple[int, ...] = ()     # heterogeneous clusters only: free GPUs per kind
+    gpus_by_kind: tuple[int, ...] = ()     # GPUs per kind
+    kind_speeds: tuple[float, ...] = ()    # speed of each kind relative to the reference GPU
 
 
 def make_view(job: Job, now: float) -> SchedulerJobView:
@@ -68,12 +72,12 @@ def make_view(job: Job, now: float) -> SchedulerJobView:
     if phase != Phase.IDLE:
         attained += now - job.phase_start
         if phase == Phase.TRAIN:
-            progress = min(1.0, progress + (now - job.phase_start) / job.duration)
+            progress = min(1.0, progress + (now - job.phase_start) * job.speed / job.duration)
     eval_progress, eval_scores, loss_history = _history(job)
     return SchedulerJobView(
         job.job_id, job.tenant, job.job_type, job.gpus, job.arrival, job.state._value_,
         progress, job.loss_at(progress), eval_progress, eval_scores, loss_history,
-        float(job.duration_estimate), float(attained), job.n_preemptions)
+        float(job.duration_estimate), float(attained), job.n_preemptions, job.kind)
 
 
 def _history(job: Job) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
@@ -92,5 +96,5 @@ def _history(job: Job) -> tuple[tuple[float, ...], tuple[float, ...], tuple[floa
 
 def current_progress(job: Job, now: float) -> float:
     if job.phase == Phase.TRAIN:
-        return min(1.0, job.progress + (now - job.phase_start) / job.duration)
+        return min(1.0, job.progress + (now - job.phase_start) * job.speed / job.duration)
     return job.progress

@@ -33,7 +33,7 @@ COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-class TraceError(ValueError):
+class TraceError(ConfigError):
     """A trace file that cannot be replayed; the message names the file and the line."""
 
 
