@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy.special import ndtri
 
 from evalstop_gym.sim.view import SchedulerJobView
+
+NORMAL_MAD = float(ndtri(0.75))  # MAD of a standard Normal: scipy's scale="normal"
 
 
 def second_differences(scores: Sequence[float]) -> np.ndarray:
@@ -41,5 +43,5 @@ class PooledNoise:
         values = np.concatenate([self._pool, second_differences(scores)])
         if len(values) < self.min_count:
             return None
-        mad_sd = float(stats.median_abs_deviation(values, scale="normal"))
+        mad_sd = float(np.median(np.abs(values - np.median(values)))) / NORMAL_MAD
         return max(self.floor, mad_sd / np.sqrt(6.0))
