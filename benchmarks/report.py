@@ -11,10 +11,11 @@ import datetime
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -72,8 +73,18 @@ def machine(sweep_s: float, cpu_s: float) -> str:
             f"{datetime.datetime.now().isoformat(timespec='seconds')}")
 
 
+def copy_figures(out: Path, dest: Path) -> list[str]:
+    """Copy each experiment's PNG figures into `dest`/figures; markdown lines embedding them."""
+    lines = []
+    (dest / "figures").mkdir(parents=True, exist_ok=True)
+    for png in sorted(out.glob("*/fig*.png"), key=lambda p: p.name):
+        shutil.copyfile(png, dest / "figures" / png.name)
+        lines.append(f"![{png.stem}](figures/{png.name})")
+    return lines
+
+
 def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: float,
-           command: str, learned: str = "") -> str:
+           command: str, learned: str = "", figures: Sequence[str] = ()) -> str:
     rows = claim_rows(runs)
     counts = {v: sum(r.verdict == v for r in rows) for v in (REPRO, SAME, NOT)}
     table = pd.DataFrame(rows, columns=list(Row._fields))
@@ -86,6 +97,7 @@ def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: f
         "(64.5% at E2, 77% at E8-20%, 9.7% at E1) match FP / all non-hacking jobs (`fpr_all`), "
         "so both are reported where the paper gives an FPR.\n",
         "## Checks\n", to_markdown(table), "",
+        *(["## Figures\n", *figures, ""] if figures else []),
         learned,
         "## Calibrated constants (configs/defaults.yaml)\n", "```yaml",
         *calibrated_constants(), "```\n", "## Run\n", machine(sweep_s, cpu_s), "",
@@ -141,8 +153,9 @@ def main(args: argparse.Namespace) -> int:
     if args.train_rl:
         train_missing(learned_dirs)
     runs = {n: load_runs(out / n / "runs.csv") for n in names}
+    figures = copy_figures(out, Path(args.reproduction).resolve().parent)
     text = render(runs, out, sweep_s, total_cpu_seconds(out), "evalstop-bench report",
-                  learned_section(learned_dirs))
+                  learned_section(learned_dirs), figures)
     Path(args.reproduction).write_text(text)
     print(f"wrote {args.reproduction} ({sweep_s:.1f} s)")
     if args.beyond:  # BEYOND.md (and its figures/) go beside REPRODUCTION.md
