@@ -24,8 +24,8 @@ from scipy.special import ndtr
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
-from .detector import DetectorBase, stop
-from .noise_estimate import PooledNoise
+from .detector import stop
+from .noise_estimate import NoiseScaledDetector
 from .registry import register_detector
 
 LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
@@ -72,33 +72,26 @@ def p_turned_down(scores: Sequence[float], sigma: float, hazard: float, tau: flo
     return total
 
 
-class BOCPD(DetectorBase):
+class BOCPD(NoiseScaledDetector):
     def __init__(self, threshold: float = 0.5, hazard: float = 0.2, tau: float = 0.2,
                  sigma: float | None = None, min_run: int = 1) -> None:
         if not 0 < threshold < 1 or not 0 < hazard < 1 or tau <= 0:
             raise ValueError(f"BOCPD: need threshold and hazard in (0, 1) and tau > 0; got "
                              f"{threshold}, {hazard}, {tau}")
+        super().__init__()
         self.threshold, self.hazard, self.tau, self.sigma = threshold, hazard, tau, sigma
         self.min_run = min_run
-        self.noise = PooledNoise()
         extra = "" if (hazard, min_run) == (0.2, 1) else f"-{hazard:g}"
         self.name = f"BOCPD-{threshold:g}{extra}" + ("" if min_run == 1 else f"-{min_run}")
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        sigma = self.sigma if self.sigma is not None else self.noise.sigma(job.eval_scores)
+        sigma = self.noise_sigma(job.eval_scores)
         if sigma is None or len(job.eval_scores) < 3:
             return CONTINUE
         p = p_turned_down(job.eval_scores, sigma, self.hazard, self.tau, min_run=self.min_run)
         if p > self.threshold:
             return stop(f"P(mean turned down) = {p:.2f} > {self.threshold:g}")
         return CONTINUE
-
-    def on_job_end(self, job: SchedulerJobView) -> None:
-        if job.job_type in self.types:
-            self.noise.add(job)
-
-    def reset(self) -> None:
-        self.noise.reset()
 
 
 def _factory(args: list[str]) -> BOCPD:

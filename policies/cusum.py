@@ -23,8 +23,8 @@ import numpy as np
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
-from .detector import DetectorBase, stop
-from .noise_estimate import PooledNoise
+from .detector import stop
+from .noise_estimate import NoiseScaledDetector
 from .registry import register_detector
 
 
@@ -36,18 +36,18 @@ def cusum_down(scores: Sequence[float], scale: float, drift: float) -> float:
     return s
 
 
-class CUSUM(DetectorBase):
+class CUSUM(NoiseScaledDetector):
     def __init__(self, drift: float = 0.0, threshold: float = 3.0,
                  sigma: float | None = None) -> None:
         if drift < 0 or threshold <= 0 or (sigma is not None and sigma <= 0):
             raise ValueError(f"CUSUM: need drift >= 0, threshold > 0, sigma > 0; got "
                              f"{drift}, {threshold}, {sigma}")
+        super().__init__()
         self.drift, self.threshold, self.sigma = drift, threshold, sigma
-        self.noise = PooledNoise()
         self.name = f"CUSUM-{drift:g}-{threshold:g}" + (f"-{sigma:g}" if sigma else "")
 
     def scale(self, scores: Sequence[float]) -> float | None:
-        sigma = self.sigma if self.sigma is not None else self.noise.sigma(scores)
+        sigma = self.noise_sigma(scores)
         return None if sigma is None else sigma * np.sqrt(2.0)
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
@@ -58,13 +58,6 @@ class CUSUM(DetectorBase):
         if stat > self.threshold:
             return stop(f"downward CUSUM {stat:.2f} > {self.threshold:g} (scale {scale:.3f})")
         return CONTINUE
-
-    def on_job_end(self, job: SchedulerJobView) -> None:
-        if job.job_type in self.types:
-            self.noise.add(job)
-
-    def reset(self) -> None:
-        self.noise.reset()
 
 
 def _factory(args: list[str]) -> CUSUM:

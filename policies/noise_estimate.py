@@ -17,6 +17,8 @@ from scipy.special import ndtri
 
 from evalstop_gym.sim.view import SchedulerJobView
 
+from .detector import DetectorBase
+
 NORMAL_MAD = float(ndtri(0.75))  # MAD of a standard Normal: scipy's scale="normal"
 
 
@@ -45,3 +47,22 @@ class PooledNoise:
             return None
         mad_sd = float(np.median(np.abs(values - np.median(values)))) / NORMAL_MAD
         return max(self.floor, mad_sd / np.sqrt(6.0))
+
+
+class NoiseScaledDetector(DetectorBase):
+    """A detector that thinks in units of eval noise: a fixed `sigma`, or the pooled estimate."""
+
+    sigma: float | None = None
+
+    def __init__(self) -> None:
+        self.noise = PooledNoise()
+
+    def noise_sigma(self, scores: Sequence[float]) -> float | None:
+        return self.sigma if self.sigma is not None else self.noise.sigma(scores)
+
+    def on_job_end(self, job: SchedulerJobView) -> None:
+        if job.job_type in self.types:
+            self.noise.add(job)
+
+    def reset(self) -> None:
+        self.noise.reset()
