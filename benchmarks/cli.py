@@ -66,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiments", nargs="+", metavar="EXP",
                    help="experiment names (see `list`), a YAML path, or all (= e1 ... e8)")
     add_sweep_arguments(p, "results")
+    p.add_argument("--policy", dest="policies", action="append", default=[], metavar="SPEC",
+                   help="add a cell to every experiment: 'EvalStop-3+FIFO', 'SRTF-Est', or a "
+                        "saved model 'model:runs/ppo_stop/ppo_stop.zip+SRTF-Est' (repeatable)")
 
 
 def resolve(names: Sequence[str]) -> list[str]:
@@ -90,7 +93,7 @@ def check_sweep_args(args: argparse.Namespace) -> None:
 def main_run(args: argparse.Namespace) -> int:
     check_sweep_args(args)
     overrides = parse_overrides(args.overrides)
-    exps = [prepare(name, overrides) for name in resolve(args.experiments)]
+    exps = [prepare(name, overrides, args.policies) for name in resolve(args.experiments)]
     start = time.perf_counter()
     for exp in exps:
         done = run_experiment(exp, Path(args.out), args.seeds, args.workers, args.backend,

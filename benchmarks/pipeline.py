@@ -39,9 +39,10 @@ def references(exp: Experiment) -> dict[str, Mapping[str, Any]]:
     return {"reference": exp.reference, **exp.extra_references}
 
 
-def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None) -> Experiment:
+def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
+            policies: Sequence[str] = ()) -> Experiment:
     """Load and fully validate an experiment (configs and policy names) before any run starts."""
-    exp = load_experiment(name).with_overrides(overrides or {})
+    exp = load_experiment(name).with_overrides(overrides or {}).with_policies(policies)
     for cell in exp.cells:
         make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     return exp

@@ -15,7 +15,7 @@ is compared with. `extra_references` names further comparisons (E6: against the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,22 @@ class Experiment:
     def is_reference(self, cell: Cell) -> bool:
         return bool(self.reference) and all(
             getattr(cell, k) == v for k, v in self.reference.items())
+
+    def with_policies(self, specs: Sequence[str]) -> Experiment:
+        """Extra cells, e.g. a saved model 'model:ppo.zip+SRTF-Est', at every sweep point."""
+        points: dict[str, Cell] = {}
+        for cell in self.cells:  # one template cell per sweep point (or one in all)
+            key = repr((cell.param, cell.value, cell.overrides)) if self.is_sweep else ""
+            points.setdefault(key, cell)
+        extra = []
+        for spec in specs:
+            detector, base = spec.split("+", 1) if "+" in spec else ("none", spec)
+            for template in points.values():
+                if self.is_sweep:
+                    extra.append(replace(template, base=base, detector=detector, label=""))
+                else:
+                    extra.append(Cell(base=base, detector=detector))
+        return replace(self, cells=(*self.cells, *extra))
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Experiment:
         """The same experiment on a modified platform (tests: fewer jobs), validated."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import pandas as pd
 import pytest
 
 from benchmarks import cli
@@ -101,3 +102,14 @@ def test_missing_backend_is_a_one_line_error(capsys, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail, installed or not
     assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path), "--backend", "ray"]) == 2
     assert "ray" in one_line_error(capsys)
+
+
+def test_policy_flag_adds_a_cell_to_the_experiment(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert cli.main(["run", tiny(tmp_path), "--out", str(out), "--policy",
+                     "EvalStop-3+FIFO"]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    assert {"EvalStop-3"} <= set(runs["detector"]) and "FIFO" in set(runs["base"])
+    capsys.readouterr()
+    assert cli.main(["run", tiny(tmp_path), "--out", str(out), "--policy", "Nope+FIFO"]) == 2
+    assert "Nope" in one_line_error(capsys)
