@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +47,24 @@ def score(config: SimConfig, cluster: Cluster, jobs: list[Job], policy_name: str
 def simulate(config: SimConfig, policy: Policy, seed: int) -> RunResult:
     """Run `policy` on the workload of `seed` to the end and score it."""
     policy.reset()
-    cluster, jobs = make_cluster(config, seed, milestones=policy.milestones)
-    cluster.run(policy)
-    return score(config, cluster, jobs, policy.name, seed)
+    with collector_paused():
+        cluster, jobs = make_cluster(config, seed, milestones=policy.milestones)
+        cluster.run(policy)
+        return score(config, cluster, jobs, policy.name, seed)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for one run, then restore it.
+
+    A run allocates many objects (jobs, views, records) but no cycles that need the collector
+    (reference counting frees them), while each full collection walks every job record: about
+    10% of a 30k-job run. Results are unaffected; any leftovers are collected afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
