@@ -1,7 +1,8 @@
 """The learned-stop-policy section of REPRODUCTION.md, from `train_stop_policy.py`'s results.
 
-Reads `results.csv` (one row per policy and held-out seed) and `results.json` (the arguments of
-the training run) from a training output folder; every number comes from those files.
+Each training folder holds `results.csv` (one row per policy and held-out seed: the model and the
+heuristic baselines, all run through the env) and `results.json` (the training arguments). Every
+number comes from those files; the baselines are shown once, from the first folder.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from .stats import mean_ci
 from .tables import fmt_ci, to_markdown
 
 METRICS = (("reward", "reward", 1.0, 1), ("JCT (min)", "jct", 1.0, 0),
@@ -23,42 +23,45 @@ METRICS = (("reward", "reward", 1.0, 1), ("JCT (min)", "jct", 1.0, 0),
 
 def training_command(args: dict) -> str:
     """The command line that reproduces a training run from its recorded arguments."""
-    parts = ["python benchmarks/train_stop_policy.py", f"--algo {args['algo']}",
-             f"--total-timesteps {args['total_timesteps']}", f"--seed {args['seed']}",
-             f"--out {shlex.quote(str(args['out']))}"]
-    return " ".join(parts)
+    return " ".join(["python benchmarks/train_stop_policy.py", f"--algo {args['algo']}",
+                     f"--total-timesteps {args['total_timesteps']}", f"--seed {args['seed']}",
+                     f"--out {shlex.quote(str(args['out']))}"])
 
 
-def learned_table(results: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for policy, group in results.groupby("policy", sort=False):
-        row = {"policy": policy}
-        for label, column, scale, decimals in METRICS:
-            row[label] = fmt_ci(list(group[column]), scale, decimals)
-        rows.append(row)
-    return pd.DataFrame(rows)
+def _row(label: str, group: pd.DataFrame) -> dict[str, str]:
+    row = {"policy": label}
+    for name, column, scale, decimals in METRICS:
+        row[name] = fmt_ci(list(group[column]), scale, decimals)
+    return row
+
+
+def _load(folder: Path) -> tuple[pd.DataFrame, dict] | None:
+    csv, meta = folder / "results.csv", folder / "results.json"
+    if not (csv.exists() and meta.exists()):
+        return None
+    return pd.read_csv(csv), json.loads(meta.read_text())["args"]
 
 
 def learned_section(folders: list[Path]) -> str:
-    """Markdown for every training folder that holds results; empty if none does."""
-    parts = []
-    for folder in folders:
-        csv, meta = folder / "results.csv", folder / "results.json"
-        if not (csv.exists() and meta.exists()):
-            continue
-        results = pd.read_csv(csv)
-        args = json.loads(meta.read_text())["args"]
-        seeds = sorted(results["seed"].unique())
-        model = results["policy"].iloc[0]
-        ppo = results[results["policy"] == model]["reward"]
-        parts += [f"### {args['algo'].upper()} on control=\"stop\" ({args['config']}, "
-                  f"{args['total_timesteps']:,} steps)\n",
-                  f"`{training_command(args)}`; held-out seeds {', '.join(map(str, seeds))}; "
-                  f"mean ± 95% CI. Mean reward of the model: {mean_ci(list(ppo))[0]:.1f}.\n",
-                  to_markdown(learned_table(results)), ""]
-    if not parts:
+    """Markdown: one row per trained model, then the heuristics; empty if no folder has results."""
+    loaded = [x for x in (_load(f) for f in folders) if x is not None]
+    if not loaded:
         return ""
-    return "\n".join(["## Learned stop policies (stable-baselines3)\n",
-                      "Each policy acts through `EvalStopCluster-v0` on the same held-out "
-                      "workloads; heuristics run through the same env. One training seed per "
-                      "model, so the spread across training seeds is not measured.\n", *parts])
+    rows, commands = [], []
+    for results, args in loaded:
+        model = results["policy"].iloc[0]
+        label = f"{args['algo'].upper()}, training seed {args['seed']}"
+        rows.append(_row(label, results[results["policy"] == model]))
+        commands.append(f"- `{training_command(args)}`")
+    first, args = loaded[0]
+    for policy, group in first.groupby("policy", sort=False):
+        if policy != first["policy"].iloc[0]:
+            rows.append(_row(policy, group))
+    seeds = ", ".join(str(s) for s in sorted(first["seed"].unique()))
+    return "\n".join([
+        "## Learned stop policies (stable-baselines3)\n",
+        f"Stop policies trained on `EvalStopCluster-v0` (control=\"stop\", {args['config']}, "
+        f"{args['total_timesteps']:,} env steps each) and scored on the held-out seeds {seeds}, "
+        "through the same env as the heuristics; mean ± 95% CI over those seeds. Rows for "
+        "different training seeds show how much training itself varies.\n",
+        to_markdown(pd.DataFrame(rows)), "", "Commands:\n", *commands, ""])

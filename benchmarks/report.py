@@ -33,7 +33,8 @@ from .tables import to_markdown
 log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BEYOND = ("e7x", "e8x", "philly")
-LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/dqn_stop"))
+LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/ppo_stop_seed20000"),
+                Path("runs/ppo_stop_seed30000"), Path("runs/dqn_stop"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -120,8 +121,9 @@ def train_missing(folders: list[Path]) -> None:
         if (folder / "results.csv").exists():
             continue
         algo = "dqn" if "dqn" in folder.name else "ppo"
+        seed = folder.name.rpartition("_seed")[2] if "_seed" in folder.name else "10000"
         subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "train_stop_policy.py"),
-                        "--algo", algo, "--out", str(folder)], check=True)
+                        "--algo", algo, "--seed", seed, "--out", str(folder)], check=True)
 
 
 def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace, root: Path) -> Path:
