@@ -19,6 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .figures import save  # noqa: E402
+
 log = logging.getLogger(__name__)
 
 NOISE_MODELS = ("gaussian", "student_t", "ar1")
@@ -79,12 +81,7 @@ def noise_figure(summary: pd.DataFrame, out_dir: Path, stem: str = "beyond_noise
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.{ext}" for ext in ("png", "pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, out_dir, stem, layout=False)
 
 
 def _pct(x: float) -> str:

@@ -28,13 +28,15 @@ log = logging.getLogger(__name__)
 DETECTORS = ("EvalStop-2+SRTF-Est", "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
 
 
-def save(fig: Figure, directory: Path, name: str) -> list[Path]:
-    """Write PNG and PDF and close the figure."""
+def save(fig: Figure, directory: Path, name: str, layout: bool = True) -> list[Path]:
+    """Write PNG and PDF and close the figure; no timestamp: same data, same bytes."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("png", "pdf")]
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     for path in paths:
-        fig.savefig(path, dpi=150)
+        stamp = {"CreationDate": None} if path.suffix == ".pdf" else {}
+        fig.savefig(path, dpi=150, metadata=stamp)
     plt.close(fig)
     return paths
 
