@@ -97,6 +97,7 @@ def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: f
         "**FPR.** SPEC defines FPR over healthy RLHF jobs (`fpr`). The paper's StopAt figures "
         "(64.5% at E2, 77% at E8-20%, 9.7% at E1) match FP / all non-hacking jobs (`fpr_all`), "
         "so both are reported where the paper gives an FPR.\n",
+        early_recall_note(runs.get("e2")),
         "## Checks\n", to_markdown(table), "",
         *(["## Figures\n", *figures, ""] if figures else []),
         learned,
@@ -106,6 +107,19 @@ def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: f
                          if (out / n / "table.md").exists()],
     ]
     return "\n".join(parts)
+
+
+def early_recall_note(e2: pd.DataFrame | None) -> str:
+    """How much of EvalStop-2's recall comes from stops at a job's final eval (E2)."""
+    if e2 is None or "recall_early" not in e2:
+        return ""
+    cell = e2[(e2["base"] == "SRTF-Est") & (e2["detector"] == "EvalStop-2")]
+    if cell.empty:
+        return ""
+    return ("**Recall.** A stop at a job's final eval counts as a detection (the job keeps its "
+            "best checkpoint instead of its collapsed last one) but saves no compute. On E2, "
+            f"EvalStop-2's recall is {cell['recall'].mean():.1%}; stopped before completion, "
+            f"{cell['recall_early'].mean():.1%} (`recall_early`).\n")
 
 
 def total_cpu_seconds(out: Path) -> float:

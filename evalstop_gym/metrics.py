@@ -14,9 +14,9 @@ import numpy as np
 from .config import MetricsConfig
 from .sim.jobs import Job, JobState
 
-METRIC_COLUMNS = ("jct", "ttfuc", "wasted_frac", "saved_frac", "precision", "recall", "fpr",
-                  "fpr_all", "f1", "jain", "n_stopped", "quality_regret", "makespan",
-                  "utilization")
+METRIC_COLUMNS = ("jct", "ttfuc", "wasted_frac", "saved_frac", "precision", "recall",
+                  "recall_early", "fpr", "fpr_all", "f1", "jain", "n_stopped", "quality_regret",
+                  "makespan", "utilization")
 
 
 def job_record(job: Job, cfg: MetricsConfig) -> dict[str, Any]:
@@ -88,6 +88,7 @@ def aggregate(records: Sequence[dict[str, Any]], total_gpus: int) -> dict[str, f
     stopped = np.array([r["stopped"] for r in rec], dtype=bool)
     hacking = np.array([r["is_hacking"] for r in rec], dtype=bool)
     healthy_rlhf = np.array([r["job_type"] == "rlhf" and not r["is_hacking"] for r in rec])
+    early = np.array([r["end_progress"] < 1.0 for r in rec])  # stopped with compute left
     tp = int(np.sum(stopped & hacking))
     fp = int(np.sum(stopped & ~hacking))
     precision = _ratio(tp, tp + fp)
@@ -109,6 +110,7 @@ def aggregate(records: Sequence[dict[str, Any]], total_gpus: int) -> dict[str, f
         "f1": f1,
         "jain": jain_index(_tenant_service(rec)),
         "n_stopped": int(stopped.sum()),
+        "recall_early": _ratio(int(np.sum(stopped & hacking & early)), int(hacking.sum())),
         "quality_regret": _quality_regret(rec),
         "makespan": makespan,
         "utilization": _ratio(used, total_gpus * makespan),

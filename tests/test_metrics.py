@@ -11,8 +11,9 @@ from evalstop_gym.metrics import aggregate, jain_index, ttfuc
 from evalstop_gym.sim.jobs import Observation
 
 
-def rec(job_id, job_type, hacking, stopped, jct, used, after_peak, planned, saved, tenant=0):
-    return {"job_id": job_id, "tenant": tenant, "job_type": job_type, "gpus": 1,
+def rec(job_id, job_type, hacking, stopped, jct, used, after_peak, planned, saved, tenant=0,
+        end_progress=1.0):
+    return {"end_progress": end_progress, "job_id": job_id, "tenant": tenant, "job_type": job_type, "gpus": 1,
             "arrival": 0.0, "end_time": jct, "jct": jct, "ttfuc": math.nan,
             "stopped": stopped, "is_hacking": hacking, "gpu_minutes": used,
             "gpu_minutes_after_peak": after_peak, "planned_gpu_minutes": planned,
@@ -22,7 +23,7 @@ def rec(job_id, job_type, hacking, stopped, jct, used, after_peak, planned, save
 
 def test_aggregate_hand_example():
     records = [
-        rec(0, "rlhf", True, True, 100.0, 80.0, 10.0, 100.0, 20.0, tenant=0),   # TP
+        rec(0, "rlhf", True, True, 100.0, 80.0, 10.0, 100.0, 20.0, end_progress=0.9),  # TP
         rec(1, "rlhf", True, False, 200.0, 100.0, 40.0, 100.0, 0.0, tenant=1),  # FN
         rec(2, "rlhf", False, True, 50.0, 60.0, 0.0, 100.0, 40.0, tenant=0),    # FP (healthy)
         rec(3, "rlhf", False, False, 150.0, 100.0, 0.0, 100.0, 0.0, tenant=1),  # TN (healthy)
@@ -32,6 +33,7 @@ def test_aggregate_hand_example():
     assert m["jct"] == pytest.approx(120.0)
     assert m["precision"] == pytest.approx(0.5)
     assert m["recall"] == pytest.approx(0.5)
+    assert m["recall_early"] == pytest.approx(0.5)  # the TP was stopped with compute left
     assert m["fpr"] == pytest.approx(0.5)          # 1 of 2 healthy RLHF stopped
     assert m["fpr_all"] == pytest.approx(1 / 3)    # 1 of 3 non-hacking jobs
     assert m["f1"] == pytest.approx(0.5)
