@@ -33,8 +33,6 @@ def _f(default: Any, lo: float | None = None, hi: float | None = None, doc: str 
        lo_open: bool = False) -> Any:
     """A dataclass field with an allowed numeric range used by the validator."""
     meta = {"lo": lo, "hi": hi, "doc": doc, "lo_open": lo_open}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -69,7 +67,7 @@ class Mix:
 class WorkloadConfig:
     n_jobs: int = _f(200, 1, None, "jobs per run")
     n_tenants: int = _f(5, 1, None, "tenants, assigned uniformly at random")
-    arrival_rate_per_min: float = _f(0.2, 0, None, "Poisson arrival rate (jobs per minute)",
+    arrival_rate_per_min: float = _f(0.26, 0, None, "Poisson arrival rate (jobs per minute)",
                                      lo_open=True)
     mix: Mix = field(default_factory=Mix)
     hacking_fraction: float = _f(0.6, 0, 1, "fraction of RLHF jobs that reward-hack")
@@ -85,7 +83,7 @@ class LossCurve:
     initial: Range = _f((2.0, 3.0), 0, None, "loss at progress 0", lo_open=True)
     floor_fraction: Range = _f((0.2, 0.4), 0, 1, "floor as a fraction of the initial loss")
     plateau_progress: Range = _f((0.5, 0.7), 0, 1, "progress where the decay is done", lo_open=True)
-    residual: Range = _f((0.005, 0.05), 0, 1, "fraction of the drop still left at the plateau",
+    residual: Range = _f((0.01, 0.08), 0, 1, "fraction of the drop still left at the plateau",
                          lo_open=True)
 
 
@@ -93,7 +91,7 @@ class LossCurve:
 class JobTypeConfig:
     duration_min: Range = _f((60.0, 360.0), 0, None, "true training minutes, uniform", lo_open=True)
     gpus: IntRange = _f((4, 8), 1, None, "GPU demand, uniform integer, inclusive")
-    eval_minutes: float = _f(3.0, 0, None, "minutes one eval occupies the job's GPUs")
+    eval_minutes: float = _f(2.0, 0, None, "minutes one eval occupies the job's GPUs")
     loss: LossCurve = field(default_factory=LossCurve)
 
     @property
@@ -104,8 +102,10 @@ class JobTypeConfig:
 
 @dataclass(frozen=True)
 class JobTypes:
-    lora: JobTypeConfig = field(default_factory=lambda: JobTypeConfig((10.0, 60.0), (1, 2), 1.0))
-    dpo: JobTypeConfig = field(default_factory=lambda: JobTypeConfig((30.0, 120.0), (2, 4), 2.0))
+    lora: JobTypeConfig = field(default_factory=lambda: JobTypeConfig(
+        (10.0, 60.0), (1, 2), 0.5, LossCurve((1.5, 2.5), (0.3, 0.5), (0.6, 1.0), (0.01, 0.05))))
+    dpo: JobTypeConfig = field(default_factory=lambda: JobTypeConfig(
+        (30.0, 120.0), (2, 4), 1.0, LossCurve((0.6, 0.8), (0.3, 0.5), (0.5, 0.9), (0.01, 0.08))))
     rlhf: JobTypeConfig = field(default_factory=JobTypeConfig)
 
 
@@ -137,8 +137,10 @@ class HackingCurve:
 @dataclass(frozen=True)
 class Curves:
     lora: SaturatingCurve = field(default_factory=SaturatingCurve)
-    dpo: SaturatingCurve = field(default_factory=SaturatingCurve)
-    rlhf_healthy: SaturatingCurve = field(default_factory=SaturatingCurve)
+    dpo: SaturatingCurve = field(default_factory=lambda: SaturatingCurve(
+        time_constant=(0.4, 0.8)))
+    rlhf_healthy: SaturatingCurve = field(default_factory=lambda: SaturatingCurve(
+        time_constant=(1.0, 3.0)))
     rlhf_hacking: HackingCurve = field(default_factory=HackingCurve)
 
 
@@ -214,7 +216,11 @@ class RewardConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Everything one simulated run depends on, besides the policy and the seed."""
+    """Everything one simulated run depends on, besides the policy and the seed.
+
+    `SimConfig()` is the platform of configs/defaults.yaml (a test keeps the two equal); the YAML
+    is where each value's source is recorded.
+    """
 
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)

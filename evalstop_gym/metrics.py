@@ -49,12 +49,11 @@ def job_record(job: Job, cfg: MetricsConfig) -> dict[str, Any]:
 
 def _delivered_true_score(job: Job, stopped: bool) -> float:
     """True quality of the checkpoint the user gets: the best observed if stopped, else the last."""
-    evals = [(o.progress, o.score) for o in job.observations if o.score is not None]
-    if not evals:
+    best = job.best_checkpoint()
+    if best is None:
         return math.nan
-    progress = max(evals, key=lambda e: e[1])[0] if stopped else evals[-1][0]
-    idx = int(np.argmin(np.abs(job.eval_points - progress)))
-    return float(job.eval_true[idx])
+    last = next(o.progress for o in reversed(job.observations) if o.score is not None)
+    return job.true_score_at(best[1] if stopped else last)
 
 
 def ttfuc(job: Job, cfg: MetricsConfig) -> float:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
-from evalstop_gym.sim.protocols import CONTINUE, Allocation, StopDecision
+from evalstop_gym.sim.protocols import CONTINUE, Allocation, Planner, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .priority_index import PriorityIndex
-
-Planner = Callable[[ClusterView, Sequence[tuple[SchedulerJobView, int]], bool],
-                   Generator[int, SchedulerJobView, Allocation]]
 
 
 class PriorityScheduler:

@@ -8,22 +8,11 @@ not monitored. The rule needs no per-job state: the count is read off the view's
 from __future__ import annotations
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView, decline_count
 
 from .detector import DetectorBase, stop
 
-
-def decline_count(scores: tuple[float, ...], below_best: bool = False) -> int:
-    """Trailing consecutive declines in `scores`."""
-    count = 0
-    for i in range(len(scores) - 1, 0, -1):
-        declined = scores[i] < scores[i - 1]
-        if below_best:
-            declined = declined and scores[i] < max(scores[:i])
-        if not declined:
-            break
-        count += 1
-    return count
+__all__ = ["EvalStop", "decline_count"]
 
 
 class EvalStop(DetectorBase):

@@ -56,3 +56,9 @@ def test_a_platform_can_extend_another(tmp_path):
     child.write_text(f"extends: {CONFIG_DIR / 'defaults.yaml'}\nnoise: {{sigma: 0.07}}\n")
     with pytest.raises(ConfigError, match="takes only 'overrides'"):
         load_sim_config(child)
+
+
+def test_the_dataclass_defaults_are_the_defaults_file():
+    from evalstop_gym.config import SimConfig
+
+    assert SimConfig() == load_sim_config()

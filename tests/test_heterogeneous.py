@@ -10,6 +10,7 @@ import evalstop_gym  # noqa: F401  (registers the env)
 from evalstop_gym.config import ConfigError, load_sim_config
 from evalstop_gym.sim.cluster import CheckRequest, Cluster
 from evalstop_gym.sim.jobs import Job
+from evalstop_gym.sim.protocols import Allocation
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
 from policies import parse_policy
@@ -97,3 +98,15 @@ def test_the_env_runs_on_a_heterogeneous_cluster(het_config):
     assert info["metrics"]["n_stopped"] == 0
     with pytest.raises(ValueError, match="homogeneous clusters only"):
         gym.make("EvalStopCluster-v0", config=het_config, control="full")
+
+
+def test_cluster_view_follows_a_move_between_kinds_at_one_instant(het_config):
+    """Same total free GPUs, same queue lengths, but GPUs moved kind: the view must say so."""
+    cfg = het_config.with_overrides({"cluster.gpus": 8, "cluster.kinds": [
+        {"name": "a", "count": 4, "speed": 1.0}, {"name": "b", "count": 4, "speed": 1.0}]})
+    cluster = Cluster(cfg, [hand_job(0, 4, 100.0), hand_job(1, 4, 100.0)])
+    cluster.next_decision()
+    cluster.answer_schedule(Allocation(start=(0,), kinds=(0,)))
+    assert cluster.cluster_view().free_by_kind == (0, 4)
+    cluster._apply(Allocation(start=(1,), preempt=(0,), kinds=(1,)))  # same instant
+    assert cluster.cluster_view().free_by_kind == (4, 0)

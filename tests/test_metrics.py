@@ -13,7 +13,8 @@ from evalstop_gym.sim.jobs import Observation
 
 def rec(job_id, job_type, hacking, stopped, jct, used, after_peak, planned, saved, tenant=0,
         end_progress=1.0):
-    return {"end_progress": end_progress, "job_id": job_id, "tenant": tenant, "job_type": job_type, "gpus": 1,
+    return {"end_progress": end_progress, "job_id": job_id, "tenant": tenant,
+            "job_type": job_type, "gpus": 1,
             "arrival": 0.0, "end_time": jct, "jct": jct, "ttfuc": math.nan,
             "stopped": stopped, "is_hacking": hacking, "gpu_minutes": used,
             "gpu_minutes_after_peak": after_peak, "planned_gpu_minutes": planned,

@@ -10,7 +10,7 @@ execute identical code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -18,7 +18,7 @@ from ..config import SimConfig
 from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
-from .protocols import Allocation, Policy, StopDecision
+from .protocols import Allocation, Planner, Policy, StopDecision
 from .view import ClusterView, SchedulerJobView, current_progress, make_view
 
 ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
@@ -36,10 +36,6 @@ class ScheduleRequest(NamedTuple):
     cluster: ClusterView
     waiting: tuple[SchedulerJobView, ...]
     running: tuple[SchedulerJobView, ...]
-
-
-Planner = Callable[[ClusterView, Sequence[tuple[SchedulerJobView, int]], bool],
-                   Generator[int, SchedulerJobView, Allocation]]
 
 
 class Cluster:
@@ -73,7 +69,7 @@ class Cluster:
         self._run_seq: dict[int, int] = {}              # start order of the running jobs
         self._starts = 0
         self._lazy = False                               # pending pass built without views
-        self._cv_state: tuple[float, int, int, int] | None = None
+        self._cv_state: tuple | None = None
         self._cv: ClusterView | None = None
         extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
         largest = max(self.pool.totals) if self.pool else self.total_gpus
@@ -178,12 +174,13 @@ class Cluster:
         return out
 
     def cluster_view(self) -> ClusterView:
-        state = (self.queue.now, self.free_gpus, len(self.waiting), len(self.running))
+        by_kind = tuple(self.pool.free) if self.pool is not None else ()
+        state = (self.queue.now, self.free_gpus, len(self.waiting), len(self.running), by_kind)
         if state != self._cv_state:   # views are immutable: reuse while nothing changed
             self._cv_state = state
-            self._cv = ClusterView(state[0], self.total_gpus, *state[1:])
+            self._cv = ClusterView(state[0], self.total_gpus, *state[1:4])
             if self.pool is not None:
-                self._cv = replace(self._cv, free_by_kind=tuple(self.pool.free),
+                self._cv = replace(self._cv, free_by_kind=by_kind,
                                    gpus_by_kind=self.pool.totals, kind_speeds=self.pool.speeds)
         return self._cv
 

@@ -69,7 +69,7 @@ class Job:
     # --- runtime state
     state: JobState = JobState.PENDING
     progress: float = 0.0
-    checks: list[tuple[float, int]] = field(default_factory=list)  # (progress, eval index or -1)
+    checks: list[tuple[float, int]] = field(default_factory=list)  # (progress, eval index or kind)
     next_check: int = 0
     phase: Phase = Phase.IDLE
     phase_start: float = 0.0
@@ -84,7 +84,6 @@ class Job:
     speed: float = 1.0      # that kind's speed: progress per minute is speed / duration
     observations: list[Observation] = field(default_factory=list)
     stop_reason: str = ""
-    ttfuc_time: float | None = None
     # --- cache of the view's history tuples (see view._history); not part of the job's state
     view_history: tuple | None = field(default=None, repr=False)
     loss_memo: tuple[float, float] | None = field(default=None, repr=False)  # see loss_at
@@ -102,6 +101,10 @@ class Job:
     @property
     def observed_scores(self) -> list[float]:
         return [o.score for o in self.observations if o.score is not None]
+
+    def true_score_at(self, progress: float) -> float:
+        """Noiseless eval score of the checkpoint taken at `progress` (one of the eval points)."""
+        return float(self.eval_true[int(np.argmin(np.abs(self.eval_points - progress)))])
 
     def best_checkpoint(self) -> tuple[float, float] | None:
         """(score, progress) of the best eval observed so far: what stop-and-save keeps."""

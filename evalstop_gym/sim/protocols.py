@@ -9,7 +9,7 @@ a base scheduler alone, or a detector composed over one.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from .view import ClusterView, SchedulerJobView
@@ -43,6 +43,14 @@ class Allocation(NamedTuple):
     preempt: tuple[int, ...] = ()
     stop: tuple[int, ...] = ()
     kinds: tuple[int, ...] = ()
+
+
+# The optional fast path of a base scheduler (see `policies.base.PriorityScheduler.plan`): given
+# the cluster, fresh views of the jobs changed since its last pass (with each running job's start
+# order, -1 if not running) and whether this is the first pass, it yields job ids it needs
+# re-viewed and returns the allocation.
+Planner = Callable[[ClusterView, Sequence[tuple[SchedulerJobView, int]], bool],
+                   Generator[int, SchedulerJobView, Allocation]]
 
 
 @runtime_checkable

@@ -36,20 +36,22 @@ class SchedulerJobView:
         return self.duration_estimate * (1.0 - self.progress)
 
     @property
-    def best_score(self) -> float | None:
-        return max(self.eval_scores) if self.eval_scores else None
-
-    @property
     def consecutive_declines(self) -> int:
         """How many of the latest evals were each below the one before."""
-        scores = self.eval_scores
-        count = 0
-        for i in range(len(scores) - 1, 0, -1):
-            if scores[i] < scores[i - 1]:
-                count += 1
-            else:
-                break
-        return count
+        return decline_count(self.eval_scores)
+
+
+def decline_count(scores: tuple[float, ...], below_best: bool = False) -> int:
+    """Trailing consecutive declines in `scores` (variant: each also below the best before it)."""
+    count = 0
+    for i in range(len(scores) - 1, 0, -1):
+        declined = scores[i] < scores[i - 1]
+        if below_best:
+            declined = declined and scores[i] < max(scores[:i])
+        if not declined:
+            break
+        count += 1
+    return count
 
 
 @dataclass(frozen=True, slots=True)
