@@ -24,9 +24,16 @@ from .config import CONFIG_DIR, ConfigError, SimConfig, load_sim_config, read_ya
 
 EXPERIMENT_KEYS = {"name", "title", "platform", "overrides", "seeds", "reference", "cells",
                    "sweep", "description", "extra_references"}
+PAPER_SEEDS = (42, 123, 456, 789, 1024)  # the paper's five seeds, the default of every experiment
 CELL_KEYS = {"base", "detector", "label", "overrides", "param", "value"}
 REFERENCE_KEYS = {"base", "detector", "label", "value"}
 SWEEP_KEYS = {"param", "values", "overrides"}
+
+
+def split_policy(spec: str) -> tuple[str, str]:
+    """'EvalStop-2+SRTF-Est' -> ('EvalStop-2', 'SRTF-Est'); 'SRTF-Est' -> ('none', 'SRTF-Est')."""
+    detector, _, base = spec.rpartition("+")
+    return detector or "none", base
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ class Experiment:
             points.setdefault(key, cell)
         extra = []
         for spec in specs:
-            detector, base = spec.split("+", 1) if "+" in spec else ("none", spec)
+            detector, base = split_policy(spec)
             for template in points.values():
                 if self.is_sweep:
                     extra.append(replace(template, base=base, detector=detector, label=""))
@@ -94,10 +101,13 @@ class Experiment:
         """The same experiment on a modified platform (tests: fewer jobs), validated."""
         if not overrides:
             return self
-        exp = replace(self, config=self.config.with_overrides(overrides))
-        for cell in exp.cells:
-            exp.cell_config(cell)
-        return exp
+        return replace(self, config=self.config.with_overrides(overrides)).checked()
+
+    def checked(self) -> Experiment:
+        """Itself, once every cell's config has been built (bad overrides fail before a run)."""
+        for cell in self.cells:
+            self.cell_config(cell)
+        return self
 
 
 def experiment_path(name: str | Path) -> Path:
@@ -135,14 +145,12 @@ def load_experiment(name: str | Path) -> Experiment:
                      extra_references={k: _reference(path.name, f"extra_references.{k}", v)
                                        for k, v in (data.get("extra_references") or {}).items()},
                      is_sweep=bool(data.get("sweep")))
-    for cell in exp.cells:  # validate every cell's overrides now, not mid-sweep
-        exp.cell_config(cell)
-    return exp
+    return exp.checked()
 
 
 def _seeds(where: str, raw: Any) -> tuple[int, ...]:
     if raw is None:
-        return (42, 123, 456, 789, 1024)
+        return PAPER_SEEDS
     if not isinstance(raw, list) or not raw or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw):
         raise ConfigError(f"{where}: seeds: expected a non-empty list of whole numbers >= 0, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from evalstop_gym.experiment import split_policy
 from evalstop_gym.sim.protocols import BaseScheduler, Detector, Policy
 
 from .composed import ComposedPolicy
@@ -72,7 +73,10 @@ def make_detector(name: str) -> Detector | None:
     if name.startswith("model:"):  # a saved SB3 model; sb3 is imported only here
         from .learned import LearnedDetector
 
-        return LearnedDetector.load(name.removeprefix("model:"))
+        try:
+            return LearnedDetector.load(name.removeprefix("model:"))
+        except (OSError, ImportError) as exc:
+            raise PolicyNameError(f"detector {name!r}: {exc}") from None
     prefix, *args = name.split("-")
     if prefix not in DETECTORS:
         raise PolicyNameError(f"detector {name!r} is unknown; known prefixes: "
@@ -92,7 +96,5 @@ def make_policy(base: str, detector: str = "none") -> Policy:
 
 def parse_policy(spec: str) -> Policy:
     """'EvalStop-2+SRTF-Est' -> detector over base; 'SRTF-Est' -> base alone."""
-    if "+" in spec:
-        detector, base = spec.split("+", 1)
-        return make_policy(base, detector)
-    return make_policy(spec)
+    detector, base = split_policy(spec)
+    return make_policy(base, detector)
