@@ -102,6 +102,19 @@ def delta(exp: str, claim: str, metric: str, cell: Stat, ref: Stat, paper: float
     return Row(exp, claim, paper_s, ours, SAME, f"right sign, size off by {d - paper:+.1f} points")
 
 
+def ratio(exp: str, claim: str, paper: float, cell: Stat, ref: Stat, tol: float) -> Row:
+    """A stated ratio of means (cell / ref): reproduced within `tol` of it, `same direction` when
+    it lies on the same side of 1 as the paper's, else not reproduced."""
+    r = cell.mean / ref.mean if ref.n and cell.n and ref.mean else math.nan
+    paper_s = f"{paper:g}x"
+    if math.isnan(r) or (r - 1) * (paper - 1) <= 0:
+        return Row(exp, claim, paper_s, "n/a" if math.isnan(r) else f"{r:.2f}x", NOT,
+                   "undefined" if math.isnan(r) else "opposite side of 1")
+    if abs(r - paper) <= tol:
+        return Row(exp, claim, paper_s, f"{r:.2f}x", REPRO, f"within ±{tol:g}x")
+    return Row(exp, claim, paper_s, f"{r:.2f}x", SAME, f"right direction, off by {r - paper:+.2f}x")
+
+
 def check(exp: str, claim: str, paper: str, ours: str, ok: bool, why: str) -> Row:
     """A stated direction or ordering: reproduced or not."""
     return Row(exp, claim, paper, ours, REPRO if ok else NOT, why)

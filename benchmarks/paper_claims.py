@@ -19,11 +19,12 @@ from .claims import (
     delta,
     fmt,
     level,
+    ratio,
     show_trend,
     stat,
     trend,
 )
-from .stats import welch_p
+from .stats import improvement, welch_p
 
 FPR_NOTE = "FPR over healthy RLHF jobs (SPEC); the paper's number matches FP / all non-hacking"
 
@@ -54,8 +55,8 @@ def e2(r: pd.DataFrame) -> list[Row]:
                    "jain")}
     sa5, sa65, lp = "StopAt-0.5+SRTF-Est", "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est"
     rate = 0.6  # configured hacking fraction of RLHF jobs (configs/defaults.yaml)
-    jain_p = welch_p(s["jain"][EVAL2].values, s["jain"][SRTF].values)
-    ratio = s["jct"]["EvalSched"].mean / s["jct"][SRTF].mean
+    jain_e, jain_s = s["jain"][EVAL2], s["jain"][SRTF]
+    jain_p = welch_p(jain_e.values, jain_s.values)
     fast = sorted(s["jct"], key=lambda p: s["jct"][p].mean)[:2]
     return [
         level("E2", "SRTF-Est mean JCT (min)", 1124, s["jct"][SRTF], 112.4,
@@ -91,10 +92,11 @@ def e2(r: pd.DataFrame) -> list[Row]:
         level("E2", "LossPlateau FPR-all (FP / non-hacking)", 0.247, s["fpr_all"][lp], 0.05,
               True),
         check("E2", "Jain's index with EvalStop within noise of SRTF-Est", "p > 0.05",
-              f"{fmt(s['jain'][EVAL2])} vs {fmt(s['jain'][SRTF])} (p = {jain_p:.3g})",
-              not jain_p <= 0.05, "Welch's t-test on Jain's index"),
-        check("E2", "EvalSched JCT worse than SRTF-Est (paper 2.2x)", "2.2x",
-              f"{ratio:.2f}x", ratio > 1, "ratio of mean JCTs"),
+              f"{fmt(jain_e)} vs {fmt(jain_s)} (p = {jain_p:.3g})",
+              min(jain_e.n, jain_s.n) > 1 and not jain_p <= 0.05,
+              "Welch's t-test on Jain's index (p undefined only when neither varies)"),
+        ratio("E2", "EvalSched JCT / SRTF-Est JCT", 2.2, s["jct"]["EvalSched"], s["jct"][SRTF],
+              0.22),
     ]
 
 
@@ -132,7 +134,6 @@ def e4(r: pd.DataFrame) -> list[Row]:
 def e5(r: pd.DataFrame) -> list[Row]:
     def k(n: int, m: str):
         return stat(r, m, policy=f"EvalStop-{n}+SRTF-Est")
-    most = max(k(4, "n_stopped").mean, k(5, "n_stopped").mean)
     return [
         level("E5", "k=1 jobs stopped", 127, k(1, "n_stopped"), 19),
         level("E5", "k=1 mean JCT (min)", 874, k(1, "jct"), 87.4),
@@ -144,24 +145,28 @@ def e5(r: pd.DataFrame) -> list[Row]:
               k(1, "n_stopped").mean > k(2, "n_stopped").mean
               and k(1, "fpr").mean > k(2, "fpr").mean, "cell means"),
         check("E5", "k >= 4 stops <= 2 jobs", "<= 2", f"k=4: {fmt(k(4, 'n_stopped'))}, "
-              f"k=5: {fmt(k(5, 'n_stopped'))}", most <= 2, "mean jobs stopped"),
+              f"k=5: {fmt(k(5, 'n_stopped'))}", all(k(n, "n_stopped").mean <= 2 for n in (4, 5)),
+              "mean jobs stopped, each k"),
     ]
 
 
 def e6(r: pd.DataFrame) -> list[Row]:
+    # The paper's 867 and 1123 are both read against one SRTF-Est JCT (1124, the 15% default),
+    # so both point checks use that cell; the trend check compares at the same interval.
     ref = stat(r, "jct", policy=SRTF, value=0.15)
     same = {v: s for v, s in trend(r, "jct", SRTF)}
     ev = trend(r, "jct", EVAL2)
     gains = [(v, 100 * (same[v].mean - s.mean) / same[v].mean) for v, s in ev]
+    at30 = stat(r, "jct", policy=EVAL2, value=0.3)
+    gain30 = improvement("jct", at30.mean, ref.mean)
     return [
         delta("E6", "5% interval: EvalStop JCT vs SRTF-Est at the 15% default", "jct",
               stat(r, "jct", policy=EVAL2, value=0.05), ref, 24.0, 5, +1),
         level("E6", "5% interval: EvalStop mean JCT (min)", 867,
               stat(r, "jct", policy=EVAL2, value=0.05), 86.7),
-        level("E6", "30% interval: EvalStop mean JCT (min)", 1123,
-              stat(r, "jct", policy=EVAL2, value=0.3), 112.3),
-        check("E6", "30% interval saves < 1% (vs SRTF-Est at the same interval)", "< 1%",
-              f"{gains[-1][1]:+.1f}%", gains[-1][1] < 1, "JCT gain at the same interval"),
+        level("E6", "30% interval: EvalStop mean JCT (min)", 1123, at30, 112.3),
+        check("E6", "30% interval saves < 1% (vs SRTF-Est at the 15% default)", "< 1%",
+              f"{gain30:+.1f}%", gain30 < 1, "JCT gain against the paper's 1124-min reference"),
         check("E6", "Savings shrink as the interval grows", "shrinks",
               ", ".join(f"{v:g}: {g:+.1f}%" for v, g in gains), gains[0][1] > gains[-1][1],
               "JCT gain vs SRTF-Est at the same interval, first vs last"),
@@ -174,10 +179,12 @@ def e7(r: pd.DataFrame) -> list[Row]:
     others = [s.mean for p in ("StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
               for _, s in trend(r, "precision", p)]
     return [
-        level("E7", "EvalStop precision at sigma 0.01", 1.0, ev[0][1], 0.05, True),
-        level("E7", "EvalStop precision at sigma 0.12", 0.81, ev[-1][1], 0.05, True),
+        level("E7", "EvalStop precision at sigma 0.01", 1.0,
+              stat(r, "precision", policy=EVAL2, value=0.01), 0.05, True),
+        level("E7", "EvalStop precision at sigma 0.12", 0.81,
+              stat(r, "precision", policy=EVAL2, value=0.12), 0.05, True),
         check("E7", "EvalStop precision >= 91% for sigma <= 0.05 (issue: >= 90%)", ">= 91%",
-              show_trend([(v, s) for v, s in ev if v <= 0.05]), min(low) >= 0.9,
+              show_trend([(v, s) for v, s in ev if v <= 0.05]), bool(low) and min(low) >= 0.9,
               "lowest mean over sigma <= 0.05"),
         check("E7", "EvalStop precision falls as sigma rises", "100% -> 81%", show_trend(ev),
               ev[-1][1].mean < ev[0][1].mean, "first vs last sigma"),
@@ -196,7 +203,8 @@ def e8(r: pd.DataFrame) -> list[Row]:
               show_trend(ev), min(s.mean for _, s in ev) >= 0.89, "lowest mean"),
         check("E8", "StopAt-0.65 precision tracks the base rate", "= base rate",
               show_trend(sa), off <= 0.05, f"largest gap {off:.1%} (tolerance 5 points)"),
-        level("E8", "StopAt-0.65 precision at a 20% base rate", 0.20, sa[0][1], 0.05, True),
+        level("E8", "StopAt-0.65 precision at a 20% base rate", 0.20,
+              stat(r, "precision", policy="StopAt-0.65+SRTF-Est", value=0.2), 0.05, True),
         level("E8", "StopAt-0.65 FPR-all at a 20% base rate", 0.77,
               stat(r, "fpr_all", policy="StopAt-0.65+SRTF-Est", value=0.2), 0.05, True),
         level("E8", "StopAt-0.65 FPR (healthy RLHF) at a 20% base rate", 0.77,

@@ -22,6 +22,8 @@ import pandas as pd
 from evalstop_gym.traces.logs import REPLAY_CLUSTER, LogError, LoggedRun, read_logs, replay_views
 from policies import PolicyNameError, make_detector
 
+from . import tables
+
 DEFAULT_DETECTORS = ("EvalStop-2", "Patience-3", "CUSUM-0-3", "BOCPD-0.5", "MedianPruner")
 
 
@@ -78,10 +80,7 @@ def to_markdown(table: pd.DataFrame) -> str:
         kept_score=table["kept_score"].map("{:.4g}".format),
         final_score=table["final_score"].map("{:.4g}".format),
         best_score=table["best_score"].map("{:.4g}".format))
-    head = "| " + " | ".join(shown.columns) + " |"
-    rule = "|" + "---|" * len(shown.columns)
-    body = ["| " + " | ".join(map(str, r)) + " |" for r in shown.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
+    return tables.to_markdown(shown)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

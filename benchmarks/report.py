@@ -122,11 +122,10 @@ def early_recall_note(e2: pd.DataFrame | None) -> str:
             f"{cell['recall_early'].mean():.1%} (`recall_early`).\n")
 
 
-def total_cpu_seconds(out: Path) -> float:
-    total = 0.0
-    for path in out.glob("*/timing.csv"):
-        total += float(pd.read_csv(path)["wall_s"].sum())
-    return total
+def total_cpu_seconds(out: Path, names: Sequence[str]) -> float:
+    """Summed per-run simulation seconds of the experiments `names` (their timing.csv)."""
+    paths = [out / n / "timing.csv" for n in names]
+    return sum(float(pd.read_csv(p)["wall_s"].sum()) for p in paths if p.exists())
 
 
 def train_missing(folders: list[Path]) -> None:
@@ -170,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
         train_missing(learned_dirs)
     runs = {n: load_runs(out / n / "runs.csv") for n in names}
     figures = copy_figures(out, Path(args.reproduction).resolve().parent)
-    text = render(runs, out, sweep_s, total_cpu_seconds(out), "evalstop-bench report",
+    text = render(runs, out, sweep_s, total_cpu_seconds(out, names), "evalstop-bench report",
                   learned_section(learned_dirs), figures)
     Path(args.reproduction).write_text(text)
     print(f"wrote {args.reproduction} ({sweep_s:.1f} s)")

@@ -1,17 +1,19 @@
 """Sweeps: every (cell, seed) of an experiment is one run, written to its own file when it ends.
 
 A run file (`OUT/<exp>/runs/<cell>__seed<seed>.json`) holds the runs.csv row, the per-job records
-and a digest of everything the run depends on (config, policy, seed), so a sweep started again
-with the same OUT runs only what is missing or stale. Files are written atomically (temp file +
-`os.replace`), so a killed sweep never leaves half a result. Runs go through joblib; results are
-collated in the experiment's cell order and seed order, so they are the same whatever backend,
-worker count or completion order produced them.
+and a digest of everything the run depends on (config, policy, seed and the source of the
+simulator and policies), so a sweep started again with the same OUT runs only what is missing or
+stale, and a report never mixes in runs made by older code. Files are written atomically (temp
+file + `os.replace`), so a killed sweep never leaves half a result. Runs go through joblib;
+results are collated in the experiment's cell order and seed order, so they are the same whatever
+backend, worker count or completion order produced them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -28,6 +30,8 @@ import joblib
 import pandas as pd
 from tqdm.auto import tqdm
 
+import evalstop_gym
+import policies
 from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
 from evalstop_gym.metrics import METRIC_COLUMNS
@@ -46,6 +50,18 @@ class BackendError(RuntimeError):
     """A parallel backend that is not installed or cannot be reached."""
 
 
+@functools.cache
+def code_digest() -> str:
+    """Hash of the simulator's and the policies' Python source (once per process)."""
+    h = hashlib.sha256()
+    for package in (evalstop_gym, policies):
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 class RunSpec(NamedTuple):
     """One run: everything a worker needs, picklable."""
 
@@ -53,12 +69,13 @@ class RunSpec(NamedTuple):
     cell: Cell
     seed: int
     config: SimConfig
+    code: str  # code_digest() of the process that planned the sweep, so workers agree with it
 
     @property
     def digest(self) -> str:
         """Changes whenever anything the run's result depends on changes."""
         blob = json.dumps([to_dict(self.config), self.cell.base, self.cell.detector,
-                           self.seed], sort_keys=True, default=str)
+                           self.seed, self.code], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -76,7 +93,7 @@ class SweepResult(NamedTuple):
 
 def specs(exp: Experiment, seeds: Sequence[int] | None = None) -> list[RunSpec]:
     """All runs of an experiment, in cell order then seed order."""
-    return [RunSpec(exp.name, cell, int(s), exp.cell_config(cell))
+    return [RunSpec(exp.name, cell, int(s), exp.cell_config(cell), code_digest())
             for cell in exp.cells for s in (seeds or exp.seeds)]
 
 
@@ -183,11 +200,11 @@ def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: s
     with backend_context(backend, workers, address) as n_jobs:
         tasks = (joblib.delayed(run_one)(s) for s in todo)
         parallel = joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")
-        by_digest = {s.digest + s.filename: s for s in todo}
+        expected = {s.filename: s.digest for s in todo}
         for payload in tqdm(parallel(tasks), total=len(todo), desc=desc, unit="run"):
             row = payload["row"]
             name = f"{row['cell']}__seed{row['seed']}.json"
-            if payload["digest"] + name not in by_digest:  # pragma: no cover - defensive
+            if expected.get(name) != payload["digest"]:  # pragma: no cover - defensive
                 raise RuntimeError(f"unexpected run result {name}")
             write_atomic(run_dir / name, payload)
 

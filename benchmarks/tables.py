@@ -67,7 +67,7 @@ def table_frame(runs: pd.DataFrame, reference: Mapping[str, Any],
 
 def to_markdown(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency)."""
-    head = "| " + " | ".join(frame.columns) + " |"
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(False)]
     return "\n".join([head, rule, *body])

@@ -16,7 +16,7 @@ from evalstop_gym.env.observation import StopObservation
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
-from .detector import MONITORED, DetectorBase, stop
+from .detector import DetectorBase, stop
 
 
 def load_sb3_model(path: str | Path) -> Any:
@@ -39,8 +39,6 @@ def load_sb3_model(path: str | Path) -> Any:
 
 class LearnedDetector(DetectorBase):
     """Stops a monitored job when the model's deterministic action is 1 (stop)."""
-
-    types: tuple[str, ...] = MONITORED
 
     def __init__(self, model: Any, name: str = "learned") -> None:
         self.model = model

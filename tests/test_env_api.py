@@ -112,3 +112,24 @@ def test_sb3_make_vec_env():
     for _ in range(20):
         _, reward, _, _ = venv.step(np.zeros(2, dtype=np.int64))
     assert reward.shape == (2,)
+
+
+@pytest.mark.parametrize("control", ["stop", "full"])
+def test_episode_gpu_terms_sum_to_the_records(control):
+    """GPU-minutes held (and, in control="full", wasted) sum to the run's per-job totals."""
+    env = make(control)
+    _episode(env, 13, lambda _o: np.zeros(env.action_space.shape, dtype=np.int64)
+             if control == "full" else 0)
+    records = env.unwrapped.episode_result().records
+    terms = env.unwrapped._meter.total
+    assert terms.gpu_minutes == pytest.approx(
+        sum(r["gpu_minutes"] for r in records) / 1000.0, rel=1e-9)
+    if control == "full":
+        assert terms.wasted_gpu_minutes == pytest.approx(
+            sum(r["gpu_minutes_after_peak"] for r in records) / 1000.0, rel=1e-9)
+
+
+def test_heuristic_agent_refuses_detectors_that_learn_from_ended_jobs():
+    """No observation carries ended jobs: such a detector would silently never stop a job."""
+    with pytest.raises(ValueError, match="simulate"):
+        HeuristicAgent.from_name("MedianPruner")

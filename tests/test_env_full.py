@@ -94,3 +94,10 @@ def test_ppo_smoke_on_both_modes():
         obs, _ = env.reset(seed=0)
         action, _ = model.predict(obs, deterministic=True)
         assert env.action_space.contains(np.asarray(action, dtype=np.int64))
+
+
+def test_table_eval_stop_agent_uses_eval_stop_thresholds():
+    from policies import make_detector
+
+    for k in (1, 2, 4):
+        assert TableEvalStopAgent(MAX_JOBS, k_rlhf=k).k == make_detector(f"EvalStop-{k}").k

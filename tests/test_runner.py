@@ -112,3 +112,11 @@ def test_two_sweeps_with_one_seed_write_identical_runs_csv(tmp_path):
         assert cli.main(["run", exp, "--out", str(tmp_path / out), "--seeds", "7"]) == 0
     for name in ("runs.csv", "jobs.csv", "summary.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_run_digest_covers_the_simulator_source(tmp_path, monkeypatch):
+    """Runs made by other simulator or policy code are stale, like runs of another config."""
+    exp = load_experiment(tiny_yaml(tmp_path))
+    before = runner.specs(exp)[0].digest
+    monkeypatch.setattr(runner, "code_digest", lambda: "other code")
+    assert runner.specs(exp)[0].digest != before

@@ -71,3 +71,31 @@ def test_compare_and_summarize_by_hand():
     jct = summ[(summ.cell == "SRTF-Est__s=0.1") & (summ.metric == "jct")].iloc[0]
     assert jct["mean"] == pytest.approx(121.0) and jct["n"] == 3
     assert jct["ci95"] == pytest.approx(2.484138 * 11, abs=1e-4)
+
+
+def _stat(mean: float):
+    from benchmarks.claims import Stat
+
+    return Stat(mean, 0.0, 5, [mean] * 5)
+
+
+def test_ratio_verdict_needs_the_size_for_reproduced():
+    """A stated 2.2x: 2.1x is reproduced, 1.5x only the same direction, 0.9x not at all."""
+    from benchmarks.claims import NOT, REPRO, SAME, Stat, ratio
+
+    def verdict(cell):
+        return ratio("E", "c", 2.2, cell, _stat(1.0), 0.22).verdict
+
+    assert verdict(_stat(2.1)) == REPRO
+    assert verdict(_stat(1.5)) == SAME
+    assert verdict(_stat(0.9)) == NOT
+    assert verdict(Stat(math.nan, math.nan, 0, [])) == NOT
+
+
+def test_delta_of_the_wrong_sign_is_never_reproduced():
+    """JCT 110 vs 100 is slower; wasted 0.25 vs 0.20 is more waste: both fail."""
+    from benchmarks.claims import NOT, REPRO, delta
+
+    assert delta("E", "c", "jct", _stat(110.0), _stat(100.0), None, 0, +1).verdict == NOT
+    assert delta("E", "c", "wasted_frac", _stat(0.25), _stat(0.2), -21.8, 5, -1).verdict == NOT
+    assert delta("E", "c", "jct", _stat(90.0), _stat(100.0), 9.4, 5, +1).verdict == REPRO

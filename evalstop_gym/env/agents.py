@@ -1,8 +1,11 @@
 """Heuristic stop rules as env agents: they act from observations alone.
 
 `HeuristicAgent` decodes a stop-mode observation back into a `SchedulerJobView` (`decode_stop`)
-and asks the detector, so every detector in `policies/` runs through the env unchanged. `act` and
-`predict` (the SB3 shape, which `evaluate_policy` calls) serve single and batched observations.
+and asks the detector, so a detector in `policies/` runs through the env unchanged, as long as it
+judges a job from that job's own history: the observation carries nothing about other, ended jobs,
+so detectors that learn from them (`on_job_end`: MedianPruner, CUSUM, BOCPD) are refused rather
+than silently never warming up. `act` and `predict` (the SB3 shape, which `evaluate_policy` calls)
+serve single and batched observations.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..sim.protocols import Detector
-from .observation import JOB_FIELDS, ROW_FIELDS, Obs, decode_stop
+from .observation import ROW_FIELDS, Obs, TableObservation, decode_stop
+
+COLUMN = {name: i for i, name in enumerate(ROW_FIELDS)}
 
 
 def _batched(obs: Mapping[str, np.ndarray], key: str) -> bool:
@@ -29,6 +34,12 @@ class HeuristicAgent:
     """A detector (or None for NoStop) acting in control="stop"."""
 
     def __init__(self, detector: Detector | None) -> None:
+        from policies.detector import DetectorBase  # the policies package sits above the env
+
+        if detector is not None and type(detector).on_job_end is not DetectorBase.on_job_end:
+            raise ValueError(f"{detector.name} learns from ended jobs (on_job_end), which no "
+                             "observation carries; score it with simulate(config, "
+                             "make_policy(base, name), seed) instead")
         self.detector = detector
         self.name = detector.name if detector is not None else "NoStop"
         self.milestones: tuple[float, ...] = tuple(detector.milestones) if detector else ()
@@ -56,23 +67,23 @@ class HeuristicAgent:
 class TableEvalStopAgent:
     """EvalStop-k on the control="full" table: stop running rows with >= k trailing declines.
 
-    Picks no job (0), so the base scheduler allocates: with k above any possible decline count
-    this is exactly the base scheduler alone.
+    The "declines" column is the view's decline count, as `EvalStop` reads it; k defaults as in
+    `EvalStop` (DPO: k_rlhf + 1). Picks no job (0), so the base scheduler allocates: with k above
+    any possible decline count this is exactly the base scheduler alone.
     """
 
-    def __init__(self, max_jobs: int, k_rlhf: int = 2, k_dpo: int = 3) -> None:
-        self.max_jobs = max_jobs
-        self.k = {"rlhf": k_rlhf, "dpo": k_dpo}
+    def __init__(self, max_jobs: int, k_rlhf: int = 2, k_dpo: int | None = None) -> None:
+        self.layout = TableObservation(max_jobs)
+        self.k = {"rlhf": k_rlhf, "dpo": k_dpo if k_dpo is not None else k_rlhf + 1}
         self.name = f"EvalStop-{k_rlhf}"
 
     def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
-        table = np.asarray(obs["jobs"]).reshape(self.max_jobs, len(ROW_FIELDS))
-        col = {name: i for i, name in enumerate(ROW_FIELDS)}
-        valid = np.asarray(obs["job_mask"]).astype(bool)
-        k = np.full(self.max_jobs, np.inf)
+        table = self.layout.table(obs)
+        k = np.full(self.layout.max_jobs, np.inf)
         for job_type, kt in self.k.items():
-            k[table[:, col[job_type]] == 1.0] = kt
-        stop = valid & (table[:, col["running"]] == 1.0) & (table[:, col["declines"]] >= k)
+            k[table[:, COLUMN[job_type]] == 1.0] = kt
+        running = np.asarray(obs["job_mask"]).astype(bool) & (table[:, COLUMN["running"]] == 1.0)
+        stop = running & (table[:, COLUMN["declines"]] >= k)
         return np.append(stop.astype(np.int64), 0)
 
     def predict(self, observation: Mapping[str, np.ndarray], state: Any = None,
@@ -82,4 +93,4 @@ class TableEvalStopAgent:
         return self.act(observation), state
 
 
-__all__ = ["HeuristicAgent", "JOB_FIELDS", "TableEvalStopAgent"]
+__all__ = ["HeuristicAgent", "TableEvalStopAgent"]

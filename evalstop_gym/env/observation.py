@@ -56,6 +56,11 @@ def cluster_features(cluster: ClusterView) -> np.ndarray:
                      cluster.total_gpus / QUEUE_SCALE], dtype=np.float64)
 
 
+def _zeros(space: spaces.Dict) -> Obs:
+    """The observation returned once the episode has ended (every field and mask zero)."""
+    return {k: np.zeros(s.shape, dtype=s.dtype) for k, s in space.spaces.items()}
+
+
 def _padded(values: tuple[float, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
     """Right-aligned (latest last) values and validity mask; the oldest drop off beyond n."""
     out, mask = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.int8)
@@ -96,8 +101,7 @@ class StopObservation:
                 "eval_mask": mask, "loss_history": loss, "loss_mask": loss_mask}
 
     def empty(self) -> Obs:
-        """The observation returned once the episode has ended (all masks off)."""
-        return {k: np.zeros(s.shape, dtype=s.dtype) for k, s in self.space.spaces.items()}
+        return _zeros(self.space)
 
 
 def decode_stop(obs: Mapping[str, np.ndarray]) -> tuple[SchedulerJobView, ClusterView]:
@@ -156,7 +160,7 @@ class TableObservation:
                 "cluster": cluster_features(cluster)}
 
     def empty(self) -> Obs:
-        return {k: np.zeros(s.shape, dtype=s.dtype) for k, s in self.space.spaces.items()}
+        return _zeros(self.space)
 
     def table(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """The (max_jobs, len(ROW_FIELDS)) job table of an observation."""

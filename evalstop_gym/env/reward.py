@@ -51,23 +51,28 @@ class RewardTerms(NamedTuple):
 
 
 class RewardMeter:
-    """Measures the terms of one episode from the cluster's job records."""
+    """Measures the terms of one episode from the cluster's job records.
+
+    The three integrals are kept incrementally: a job is booked once when it ends, so each call
+    sums only the jobs in the system (arrived, not ended), not every job of the run.
+    """
 
     def __init__(self, cfg: RewardConfig, cluster: Cluster, jobs: list[Job],
                  wasted_on_decision: bool) -> None:
         self.cfg = cfg
         self.cluster = cluster
-        self.jobs = jobs
         self.scale = cfg.time_scale_min
         self.wasted_on_decision = wasted_on_decision
-        self._arrivals = np.array([j.arrival for j in jobs])
-        self._last = (0.0, 0.0, 0.0)   # integrals at the previous decision point
+        self._arrivals = sorted(jobs, key=lambda j: j.arrival)   # stable: ties by job id
+        self._admitted = 0                  # jobs of _arrivals already in _open or booked
+        self._open: list[Job] = []          # arrived jobs whose end is not yet booked
+        self._booked = (0.0, 0.0, 0.0)      # the integrals' share from ended jobs (final)
+        self._last = (0.0, 0.0, 0.0)        # integrals at the previous decision point
         self.total = RewardTerms()
 
     def step(self, stopped: list[Job], continued: list[Job]) -> RewardTerms:
         """Terms accrued since the previous call, plus those charged to this step's decisions."""
-        now = self.cluster.now
-        integrals = (self._jobs_integral(now), self._gpu_minutes(now), self._wasted())
+        integrals = self._integrals(self.cluster.now)
         jobs_d, gpu_d, wasted_d = (b - a for a, b in zip(self._last, integrals, strict=True))
         self._last = integrals
         if self.wasted_on_decision:
@@ -78,17 +83,23 @@ class RewardMeter:
         self.total = self.total + terms
         return terms
 
-    def _jobs_integral(self, now: float) -> float:
-        ends = np.array([now if j.end_time is None else min(j.end_time, now) for j in self.jobs])
-        return float(np.sum(np.clip(ends - self._arrivals, 0.0, None)))
-
-    def _gpu_minutes(self, now: float) -> float:
-        running = sum(j.gpus * (now - j.phase_start) for j in self.cluster.running.values()
-                      if j.phase)
-        return sum(j.gpu_minutes for j in self.jobs) + running
-
-    def _wasted(self) -> float:
-        return sum(j.gpu_minutes_after_peak for j in self.jobs)
+    def _integrals(self, now: float) -> tuple[float, float, float]:
+        """Up to `now`: job-minutes in system, GPU-minutes held, GPU-minutes past true peaks."""
+        while self._admitted < len(self._arrivals) and \
+                self._arrivals[self._admitted].arrival <= now:
+            self._open.append(self._arrivals[self._admitted])
+            self._admitted += 1
+        for j in self._open:
+            if j.end_time is not None:  # ended: its totals are final
+                self._booked = (self._booked[0] + j.end_time - j.arrival,
+                                self._booked[1] + j.gpu_minutes,
+                                self._booked[2] + j.gpu_minutes_after_peak)
+        self._open = [j for j in self._open if j.end_time is None]
+        held = sum(j.gpus * (now - j.phase_start) for j in self.cluster.running.values()
+                   if j.phase)   # the current phase, not yet charged to gpu_minutes
+        return (self._booked[0] + sum(now - j.arrival for j in self._open),
+                self._booked[1] + sum(j.gpu_minutes for j in self._open) + held,
+                self._booked[2] + sum(j.gpu_minutes_after_peak for j in self._open))
 
 
 def committed_waste(job: Job) -> float:
@@ -104,12 +115,9 @@ def committed_waste(job: Job) -> float:
 
 
 def quality_lost(job: Job) -> float:
-    """Best true score over the schedule minus the true score of the kept checkpoint."""
+    """Best true score over the schedule minus the true score of the kept checkpoint (0 if none)."""
     if len(job.eval_true) == 0:
         return 0.0
     best = job.best_checkpoint()
-    if best is None:
-        kept = 0.0
-    else:
-        kept = float(job.eval_true[int(np.argmin(np.abs(job.eval_points - best[1])))])
+    kept = job.true_score_at(best[1]) if best is not None else 0.0
     return float(np.max(job.eval_true)) - kept
