@@ -27,6 +27,7 @@ import pandas as pd
 
 import evalstop_gym  # noqa: F401  (registers EvalStopCluster-v0)
 from evalstop_gym.env import HeuristicAgent
+from evalstop_gym.experiment import PAPER_SEEDS
 
 log = logging.getLogger("train_stop_policy")
 COLUMNS = ("reward", "jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped",
@@ -47,7 +48,7 @@ class Args:
     """parallel envs (SB3 DummyVecEnv)"""
     seed: int = 10_000
     """training seed: env i starts from workload seed seed + i, then draws seeds >= 10000"""
-    eval_seeds: tuple[int, ...] = (42, 123, 456, 789, 1024)
+    eval_seeds: tuple[int, ...] = PAPER_SEEDS
     """held-out workload seeds (the paper's), never drawn in training"""
     baselines: tuple[str, ...] = ("NoStop", "EvalStop-2")
     """heuristic detectors scored beside the model, through the same env"""

@@ -204,3 +204,16 @@ def _swept(where: str, cells: list[Cell], sweep: Mapping[str, Any]) -> list[Cell
             out.append(Cell(c.base, c.detector, c.label, {**c.overrides, **extra},
                             sweep["param"], v, sets_config=per_value is None))
     return out
+
+
+def platform_config(config: str | Path | SimConfig) -> SimConfig:
+    """A platform from a SimConfig, "defaults", an experiment name ("e2"), or a YAML path
+    (an experiment file gives its platform with the experiment's overrides)."""
+    if isinstance(config, SimConfig):
+        return config
+    if str(config) == "defaults":
+        return load_sim_config()
+    path = experiment_path(config)
+    if path.exists() and "cells" not in read_yaml(path):
+        return load_sim_config(path)
+    return load_experiment(config).config

@@ -62,3 +62,12 @@ def test_the_dataclass_defaults_are_the_defaults_file():
     from evalstop_gym.config import SimConfig
 
     assert SimConfig() == load_sim_config()
+
+
+def test_a_platform_is_named_by_experiment_file_or_platform_file():
+    from evalstop_gym.experiment import load_experiment, platform_config
+
+    assert platform_config("e7") == load_experiment("e7").config
+    assert platform_config(CONFIG_DIR / "gao_faithful.yaml").curves.rlhf_hacking.collapse == (
+        1.0, 1.0)
+    assert platform_config("defaults") == load_sim_config()

@@ -14,8 +14,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..config import SimConfig, load_sim_config
-from ..experiment import load_experiment
+from ..config import SimConfig
+from ..experiment import platform_config
 from ..sim.cluster import CheckRequest, Cluster, ScheduleRequest
 from ..sim.jobs import Job
 from ..sim.protocols import CONTINUE, Action, Allocation, StopDecision
@@ -32,12 +32,7 @@ AGENT_STOP = StopDecision(Action.STOP, "stopped by agent")
 
 def resolve_config(config: str | SimConfig, overrides: Mapping[str, Any]) -> SimConfig:
     """An experiment name ("e2"), "defaults", a YAML path, or a SimConfig; then dotted overrides."""
-    if isinstance(config, SimConfig):
-        base = config
-    elif config == "defaults":
-        base = load_sim_config()
-    else:
-        base = load_experiment(config).config
+    base = platform_config(config)
     return base.with_overrides(overrides) if overrides else base
 
 
