@@ -11,6 +11,7 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ import yaml
 
 from evalstop_gym.config import ConfigError
 from evalstop_gym.experiment import list_experiments, load_experiment
+from evalstop_gym.sim.native import ENGINES
 from policies import PolicyNameError
 
 from .pipeline import MATRIX, collate_out, prepare, run_experiment
@@ -60,6 +62,10 @@ def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> 
     p.add_argument("--scheduler-address", default=None, help="dask/ray cluster address")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="override a config value in every experiment (repeatable)")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="simulator engine: auto (compiled where the policy allows, the "
+                        "default), native (compiled or fail) or python (the reference); "
+                        "results are identical")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -144,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if getattr(args, "engine", None):
+        os.environ["EVALSTOP_ENGINE"] = args.engine   # read by simulate, in every worker too
     try:
         return int(args.handler(args) or 0)
     except (*USER_ERRORS, UsageError) as exc:

@@ -2,7 +2,9 @@
 
 Run as `python -m benchmarks.perf [--out DIR] [--quick]`. Prints one table per measurement, writes
 `DIR/perf.json`, and regenerates `PERFORMANCE.md` at the repository root. Each scaling size runs in
-its own subprocess, so its peak resident memory (`ru_maxrss`) is that size's alone.
+its own subprocess, so its peak resident memory (`ru_maxrss`) is that size's alone. Every
+measurement is taken on both engines (`sim.native`, compiled; `Cluster`, the reference) in the
+same run; the top-level `events_per_s` / `ratio_vs_bare` / `scale` are the compiled engine's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ import numpy as np
 
 from evalstop_gym.config import SimConfig, load_sim_config
 from evalstop_gym.experiment import load_experiment
-from evalstop_gym.simulate import make_cluster, simulate
+from evalstop_gym.sim import native
+from evalstop_gym.sim.cluster import Cluster
+from evalstop_gym.sim.workload import generate_workload
+from evalstop_gym.simulate import collector_paused, simulate
 from policies import parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,23 +86,53 @@ def best_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     return best, out
 
 
-def simulator_events(repeats: int, seed: int = 42) -> dict[str, float]:
-    """Events/s of the event loop (cluster build + run, headline policy) on E2."""
+ENGINES = ("native", "python")   # the compiled engine (simulate's default) and the reference
+
+
+def simulator_events(repeats: int, seed: int = 42) -> dict[str, Any]:
+    """Events/s of one E2 run (headline policy) per engine, against a bare heapq loop.
+
+    Timed: building the run and running it to the end (for the compiled engine: packing the jobs,
+    the compiled loop, and writing the outcome back into the job records). The workload is
+    generated beforehand, outside the timing; the per-policy table times whole runs.
+    """
     config = e2_config()
-
-    def once() -> int:
+    out: dict[str, Any] = {"jobs": config.workload.n_jobs, "gpus": config.cluster.gpus}
+    for engine in ENGINES:
         policy = parse_policy(HEADLINE)
-        policy.reset()
-        cluster, _ = make_cluster(config, seed, milestones=policy.milestones)
-        cluster.run(policy)
-        return cluster.queue.popped
-
-    wall, events = best_time(once, repeats)
+        spec = native.select(config, policy, engine)
+        first = time.perf_counter()
+        events = _timed_run(config, policy, spec, seed)[1]
+        warmup = time.perf_counter() - first       # includes compiling (or loading) the kernel
+        wall = min(_timed_run(config, policy, spec, seed)[0] for _ in range(repeats))
+        out[engine] = {"events": events, "sim_s": wall, "events_per_s": events / wall,
+                       "first_run_s": warmup}
+    events = out["native"]["events"]
+    if out["python"]["events"] != events:
+        raise RuntimeError("the engines processed different numbers of events")
     bare_wall = best_time(lambda: bare_heap(events, config.workload.n_jobs), repeats)[0]
-    return {"jobs": config.workload.n_jobs, "gpus": config.cluster.gpus, "events": events,
-            "sim_s": wall, "events_per_s": events / wall,
-            "bare_heap_s": bare_wall, "bare_heap_events_per_s": events / bare_wall,
-            "ratio_vs_bare": bare_wall / wall}
+    for engine in ENGINES:
+        out[engine]["ratio_vs_bare"] = bare_wall / out[engine]["sim_s"]
+    return {**out, "events": events, "engine": "native",
+            "events_per_s": out["native"]["events_per_s"], "bare_heap_s": bare_wall,
+            "bare_heap_events_per_s": events / bare_wall,
+            "ratio_vs_bare": out["native"]["ratio_vs_bare"]}
+
+
+def _timed_run(config: SimConfig, policy: Any, spec: Any, seed: int) -> tuple[float, int]:
+    """Seconds for one run of fresh jobs (generated untimed) on the engine `spec` selects."""
+    jobs = generate_workload(config, seed)
+    policy.reset()
+    gc.collect()
+    with collector_paused():
+        t0 = time.perf_counter()
+        if spec is None:
+            cluster = Cluster(config, jobs, milestones=policy.milestones)
+            cluster.run(policy)
+            events = cluster.queue.popped
+        else:
+            events = native.run(config, jobs, spec, policy)
+        return time.perf_counter() - t0, events
 
 
 def bare_heap(n_events: int, n_initial: int) -> int:
@@ -117,38 +152,52 @@ def bare_heap(n_events: int, n_initial: int) -> int:
 
 
 def policy_walls(seed: int = 42) -> list[dict[str, Any]]:
-    """Wall time of one whole E2 run (workload, simulation, scoring) per policy."""
+    """Wall time of one whole E2 run (workload, simulation, scoring) per policy and engine."""
     config = e2_config()
     specs = [*BASES, *(f"{d}+SRTF-Est" for d in DETECTORS)]
     rows = []
     for spec in specs:
-        wall, result = best_time(lambda s=spec: simulate(config, parse_policy(s), seed), 1)
-        rows.append({"policy": spec, "wall_s": wall, "events": result.events})
+        row: dict[str, Any] = {"policy": spec}
+        for engine in ("auto", "python"):
+            simulate(config, parse_policy(spec), seed, engine=engine)    # warm-up (compiling)
+            wall, result = best_time(
+                lambda s=spec, e=engine: simulate(config, parse_policy(s), seed, engine=e), 3)
+            row["wall_s" if engine == "auto" else "reference_wall_s"] = wall
+            row["events"] = result.events
+        row["engine"] = "native" if native.select(config, parse_policy(spec)) else "python"
+        rows.append(row)
     return rows
 
 
-def scale_child(n_jobs: int, gpus: int, seed: int = 42) -> dict[str, Any]:
-    """One scaling point, meant to run alone in a fresh process (see `scale_point`)."""
+def scale_child(n_jobs: int, gpus: int, engine: str = "auto", seed: int = 42) -> dict[str, Any]:
+    """One scaling point, meant to run alone in a fresh process (see `scale_point`).
+
+    A 50-job run first compiles (or loads) the kernel; it is timed apart, as `warmup_s`."""
     import resource
 
+    t0 = time.perf_counter()
+    simulate(e2_config(50, 64), parse_policy(HEADLINE), seed, engine=engine)
+    warmup = time.perf_counter() - t0
     config = e2_config(n_jobs, gpus)
     t0, c0 = time.perf_counter(), time.process_time()
-    result = simulate(config, parse_policy(HEADLINE), seed)
+    result = simulate(config, parse_policy(HEADLINE), seed, engine=engine)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"jobs": n_jobs, "gpus": gpus, "wall_s": wall, "cpu_s": cpu,
-            "peak_mem_mb": rss_kb / 1024, "events": result.events, "jct": result.metrics["jct"]}
+    return {"jobs": n_jobs, "gpus": gpus, "engine": engine, "wall_s": wall, "cpu_s": cpu,
+            "warmup_s": warmup, "peak_mem_mb": rss_kb / 1024, "events": result.events,
+            "jct": result.metrics["jct"], "wasted": result.metrics["wasted_frac"]}
 
 
-def scale_point(n_jobs: int, gpus: int, timeout: float) -> dict[str, Any]:
+def scale_point(n_jobs: int, gpus: int, timeout: float, engine: str) -> dict[str, Any]:
     code = ("import json; from benchmarks.perf import scale_child; "
-            f"print(json.dumps(scale_child({n_jobs}, {gpus})))")
-    failed = {"jobs": n_jobs, "gpus": gpus, "wall_s": None, "peak_mem_mb": None}
+            f"print(json.dumps(scale_child({n_jobs}, {gpus}, {engine!r})))")
+    failed = {"jobs": n_jobs, "gpus": gpus, "engine": engine, "wall_s": None,
+              "peak_mem_mb": None}
     return _child(code, timeout, failed)
 
 
-def scaling(quick: bool, timeout: float) -> list[dict[str, Any]]:
-    rows = [scale_point(n, g, timeout) for n, g in (SCALE[:2] if quick else SCALE)]
+def scaling(quick: bool, timeout: float, engine: str = "auto") -> list[dict[str, Any]]:
+    rows = [scale_point(n, g, timeout, engine) for n, g in (SCALE[:2] if quick else SCALE)]
     for prev, row in zip(rows, rows[1:], strict=False):
         if prev.get("wall_s") and row.get("wall_s"):
             row["growth_vs_prev"] = row["wall_s"] / prev["wall_s"]
@@ -191,7 +240,7 @@ def _steps_per_s(env: Any, seconds: float) -> float:
     return steps / wall
 
 
-def philly_replay(timeout: float) -> dict[str, Any] | None:
+def philly_replay(timeout: float, engine: str = "auto") -> dict[str, Any] | None:
     """Replay the whole Philly trace (headline policy) in a subprocess, when trace replay exists."""
     try:
         if importlib.util.find_spec("evalstop_gym.traces.philly") is None:
@@ -199,21 +248,23 @@ def philly_replay(timeout: float) -> dict[str, Any] | None:
     except ImportError:
         return None
     code = ("import json; from benchmarks.perf import philly_child; "
-            "print(json.dumps(philly_child()))")
+            f"print(json.dumps(philly_child({engine!r})))")
     return _child(code, timeout, {})
 
 
-def philly_child(seed: int = 42) -> dict[str, Any]:
+def philly_child(engine: str = "auto", seed: int = 42) -> dict[str, Any]:
     """The whole trace (every virtual cluster, every hour) on PHILLY_GPUS GPUs."""
     import resource
 
+    simulate(e2_config(50, 64), parse_policy(HEADLINE), seed, engine=engine)   # warm-up
     config = load_sim_config(overrides={
         "workload.source": "philly", "trace.path": str(PHILLY), "trace.cluster": "",
         "trace.start": "", "trace.hours": 1e7, "trace.max_jobs": 0, "cluster.gpus": PHILLY_GPUS})
     t0, c0 = time.perf_counter(), time.process_time()
-    result = simulate(config, parse_policy(HEADLINE), seed)
+    result = simulate(config, parse_policy(HEADLINE), seed, engine=engine)
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"jobs": len(result.records), "gpus": PHILLY_GPUS, "events": result.events,
+            "engine": engine, "jct": result.metrics["jct"],
             "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
             "peak_mem_mb": rss_kb / 1024}
 
@@ -241,46 +292,78 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
+    try:
+        import numba
+
+        numba_version = numba.__version__
+    except ImportError:
+        numba_version = "not installed"
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "platform": platform.platform()}
+            "numpy": np.__version__, "numba": numba_version, "platform": platform.platform()}
 
 
 def _fmt(value: Any, spec: str = ".3g") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def _same_runs(rows: list[dict[str, Any]], reference: list[dict[str, Any]]) -> str:
+    """Whether both engines gave the same events, JCT and wasted compute at every size."""
+    pairs = [(r, q) for r, q in zip(rows, reference, strict=False)
+             if r.get("wall_s") and q.get("wall_s")]
+    if not pairs:
+        return "n/a"
+    same = all(r[k] == q[k] for r, q in pairs for k in ("events", "jct", "wasted"))
+    return "identical" if same else "DIFFERENT"
+
+
 def tables(res: dict[str, Any]) -> list[str]:
     """The report as Markdown lines (also what is printed)."""
     ev, m = res["events"], res["machine"]
     lines = [f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-             f"numpy {m['numpy']} ({m['platform']}).", "",
+             f"numpy {m['numpy']}, numba {m.get('numba', 'n/a')} ({m['platform']}).", "",
              f"## Event loop on E2 ({ev['jobs']} jobs, {ev['gpus']} GPUs, {HEADLINE})", "",
-             "| events | simulator events/s | bare heapq events/s | simulator / bare |",
-             "|---:|---:|---:|---:|",
-             f"| {ev['events']} | {ev['events_per_s']:,.0f} | "
-             f"{ev['bare_heap_events_per_s']:,.0f} | {ev['ratio_vs_bare']:.3f} |", "",
-             "## One E2 run per policy (seed 42; workload, simulation and scoring)", "",
-             "| policy | wall s | events |", "|---|---:|---:|"]
-    lines += [f"| {r['policy']} | {r['wall_s']:.4f} | {r['events']} |" for r in res["policies"]]
+             "One run, built and run to the end (the workload is generated beforehand); the",
+             "bare heapq loop pushes and pops as many events. The compiled engine is what",
+             "`simulate` uses for this policy; the reference is `Cluster`, in Python.", "",
+             "| engine | events | events/s | bare heapq events/s | engine / bare | first run s |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for engine, label in (("native", "compiled"), ("python", "reference")):
+        e = ev[engine]
+        lines.append(f"| {label} | {e['events']} | {e['events_per_s']:,.0f} | "
+                     f"{ev['bare_heap_events_per_s']:,.0f} | {e['ratio_vs_bare']:.3f} | "
+                     f"{e['first_run_s']:.2f} |")
+    lines += ["", "## One E2 run per policy (seed 42; workload, simulation and scoring)", "",
+              "| policy | engine | wall s | reference wall s | speed-up | events |",
+              "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['policy']} | {r['engine']} | {r['wall_s']:.4f} | "
+              f"{r['reference_wall_s']:.4f} | {r['reference_wall_s'] / r['wall_s']:.1f}x | "
+              f"{r['events']} |" for r in res["policies"]]
     lines += ["", f"## Scaling ({HEADLINE}, E2 mix, arrival rate scaled with the GPUs)", "",
-              "| jobs | GPUs | events | wall s | CPU s | peak RSS MB | growth/10x wall, CPU |",
-              "|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['jobs']:,} | {r['gpus']:,} | {_fmt(r.get('events'), ',')} | "
-              f"{_fmt(r['wall_s'], '.2f')} | {_fmt(r.get('cpu_s'), '.2f')} | "
-              f"{_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r.get('growth_vs_prev'), '.1f')}, "
-              f"{_fmt(r.get('cpu_growth_vs_prev'), '.1f')} |"
-              + (f" {r['error']}" if r.get("error") else "") for r in res["scale"]]
+              "Each size in a fresh process; a 50-job warm-up run is timed apart. Results of",
+              f"the two engines (events, JCT, wasted compute): "
+              f"{_same_runs(res['scale'], res.get('scale_reference', []))}.", "",
+              "| engine | jobs | GPUs | events | wall s | CPU s | peak RSS MB "
+              "| growth/10x wall, CPU |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, rows in (("compiled", res["scale"]), ("reference", res.get("scale_reference", []))):
+        lines += [f"| {label} | {r['jobs']:,} | {r['gpus']:,} | {_fmt(r.get('events'), ',')} | "
+                  f"{_fmt(r['wall_s'], '.2f')} | {_fmt(r.get('cpu_s'), '.2f')} | "
+                  f"{_fmt(r['peak_mem_mb'], '.0f')} | {_fmt(r.get('growth_vs_prev'), '.1f')}, "
+                  f"{_fmt(r.get('cpu_growth_vs_prev'), '.1f')} |"
+                  + (f" {r['error']}" if r.get("error") else "") for r in rows]
     env = res["env_steps_per_s"]
-    lines += ["", "## Env steps/s (random actions)", "", "| stop | full | CartPole-v1 |",
-              "|---:|---:|---:|",
+    lines += ["", "## Env steps/s (random actions)", "",
+              "The env drives the reference engine, one decision per step.", "",
+              "| stop | full | CartPole-v1 |", "|---:|---:|---:|",
               f"| {_fmt(env['stop'], ',.0f')} | {_fmt(env['full'], ',.0f')} | "
               f"{_fmt(env['cartpole'], ',.0f')} |", "", "## Philly trace replay", ""]
-    ph = res["philly"]
-    lines.append("n/a (trace replay not available)" if ph is None else
-                 f"n/a ({ph['error']})" if "error" in ph else
-                 f"{ph['jobs']:,} jobs on {ph['gpus']:,} GPUs ({HEADLINE}): {ph['events']:,} "
-                 f"events, {ph['wall_s']:.1f} s wall, {ph['cpu_s']:.1f} s CPU, "
-                 f"{ph['peak_mem_mb']:.0f} MB peak RSS.")
+    for label, ph in (("compiled", res["philly"]), ("reference", res.get("philly_reference"))):
+        lines.append(f"- {label}: " + (
+            "n/a (trace replay not available)" if ph is None else
+            f"n/a ({ph['error']})" if "error" in ph else
+            f"{ph['jobs']:,} jobs on {ph['gpus']:,} GPUs ({HEADLINE}): {ph['events']:,} "
+            f"events, {ph['wall_s']:.1f} s wall, {ph['cpu_s']:.1f} s CPU, "
+            f"{ph['peak_mem_mb']:.0f} MB peak RSS, JCT {ph['jct']:.1f} min."))
     return lines
 
 
@@ -304,8 +387,10 @@ def main(args: argparse.Namespace) -> int:
     res["events"] = simulator_events(args.repeats)
     res["policies"] = policy_walls()
     res["scale"] = scaling(args.quick, args.timeout)
+    res["scale_reference"] = scaling(args.quick, args.timeout, engine="python")
     res["env_steps_per_s"] = env_steps()
     res["philly"] = philly_replay(args.timeout)
+    res["philly_reference"] = philly_replay(args.timeout, engine="python")
     lines = tables(res)
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from .config import SimConfig
 from .metrics import aggregate, job_record
+from .sim import native
 from .sim.cluster import Cluster
 from .sim.jobs import Job
 from .sim.protocols import Policy
@@ -36,21 +37,33 @@ def make_cluster(config: SimConfig, seed: int, milestones=()) -> tuple[Cluster, 
     return Cluster(config, jobs, milestones=milestones), jobs
 
 
-def score(config: SimConfig, cluster: Cluster, jobs: list[Job], policy_name: str,
+def score(config: SimConfig, events: int, jobs: list[Job], policy_name: str,
           seed: int) -> RunResult:
-    """Metrics of a finished run."""
+    """Metrics of a finished run of `events` events."""
     records = [job_record(j, config.metrics) for j in jobs]
     metrics = aggregate(records, config.cluster.gpus)
-    return RunResult(policy_name, seed, metrics, records, cluster.queue.popped)
+    return RunResult(policy_name, seed, metrics, records, events)
 
 
-def simulate(config: SimConfig, policy: Policy, seed: int) -> RunResult:
-    """Run `policy` on the workload of `seed` to the end and score it."""
+def simulate(config: SimConfig, policy: Policy, seed: int, engine: str | None = None
+             ) -> RunResult:
+    """Run `policy` on the workload of `seed` to the end and score it.
+
+    `engine`: "auto" runs the compiled engine when the policy has a native form (`sim.native`),
+    else the reference `Cluster`; "native" insists on the compiled one, "python" on the
+    reference. Both give identical results. None reads EVALSTOP_ENGINE (default "auto").
+    """
     policy.reset()
+    spec = native.select(config, policy, engine)
     with collector_paused():
-        cluster, jobs = make_cluster(config, seed, milestones=policy.milestones)
-        cluster.run(policy)
-        return score(config, cluster, jobs, policy.name, seed)
+        jobs = generate_workload(config, seed)
+        if spec is not None:
+            events = native.run(config, jobs, spec, policy)
+        else:
+            cluster = Cluster(config, jobs, milestones=policy.milestones)
+            cluster.run(policy)
+            events = cluster.queue.popped
+        return score(config, events, jobs, policy.name, seed)
 
 
 @contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
+from evalstop_gym.sim.native import NativeSpec
 from evalstop_gym.sim.protocols import CONTINUE, Allocation, Planner, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
@@ -30,6 +31,7 @@ class PriorityScheduler:
     preemptive = False
     incremental = False
     milestones: tuple[float, ...] = ()
+    native_key: int | None = None   # `key` as a compiled-engine code (sim.native_kernel.KEY_*)
     _index: PriorityIndex | None = None
 
     def key(self, job: SchedulerJobView) -> Any:
@@ -81,6 +83,14 @@ class PriorityScheduler:
         for view, run_seq in changes:
             self._index.update(view, run_seq)
         return (yield from self._index.allocate(cluster))
+
+    def native_spec(self) -> NativeSpec | None:
+        """This scheduler for the compiled engine (see `sim.native`), when its key is one the
+        engine knows. Only the class that declares `native_key` qualifies: a subclass may have
+        changed the key or the pass."""
+        if self.native_key is None or "native_key" not in type(self).__dict__:
+            return None
+        return NativeSpec(key=self.native_key, preemptive=self.preemptive)
 
     # A base scheduler alone is a complete policy that never stops a job.
     def on_check(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:

@@ -31,6 +31,18 @@ class ComposedPolicy:
         """The base scheduler's incremental fast path, if it has one (allocation is the base's)."""
         return getattr(self.base, "plan", None)
 
+    def native_spec(self):
+        """The base's spec with the detector's rule, when both have a native form."""
+        base = getattr(self.base, "native_spec", None)
+        spec = base() if callable(base) else None
+        rule = self.detector.native_rule() if hasattr(self.detector, "native_rule") else None
+        if spec is None or rule is None:
+            return None
+        return spec._replace(**rule)
+
+    def native_reason(self, job_type: str, value: float) -> str:
+        return self.detector.reason(job_type, value)
+
     def on_job_end(self, job: SchedulerJobView) -> None:
         self.detector.on_job_end(job)
 

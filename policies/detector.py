@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from evalstop_gym.sim.protocols import CONTINUE, Action, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.workload import JOB_TYPES
 
 MONITORED = ("rlhf", "dpo")
 
@@ -23,6 +26,16 @@ class DetectorBase:
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         raise NotImplementedError
 
+    def native_rule(self) -> dict[str, Any] | None:
+        """This rule as `sim.native.NativeSpec` fields, for the compiled engine; None: none.
+
+        A rule qualifies only if it decides from the job's view alone and learns nothing from
+        ended jobs; subclasses that declare one return None for their own subclasses. Such a
+        rule also gives `reason(job_type, value)`: its stop reason, from the one number the
+        compiled rule reports (see `sim.native_kernel._decide`).
+        """
+        return None
+
     def on_job_end(self, job: SchedulerJobView) -> None:
         pass
 
@@ -37,6 +50,11 @@ class DetectorBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+def monitored(types: tuple[str, ...], k: dict[str, int] | None = None) -> tuple[int, ...]:
+    """Per job type (in `JOB_TYPES` order): its k from `k` (or 1) if in `types`, else 0."""
+    return tuple((k or {}).get(t, 1) if t in types else 0 for t in JOB_TYPES)
 
 
 def stop(reason: str) -> StopDecision:

@@ -7,10 +7,13 @@ not monitored. The rule needs no per-job state: the count is read off the view's
 
 from __future__ import annotations
 
+from typing import Any
+
+from evalstop_gym.sim.native_kernel import RULE_DECLINES
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView, decline_count
 
-from .detector import DetectorBase, stop
+from .detector import DetectorBase, monitored, stop
 
 __all__ = ["EvalStop", "decline_count"]
 
@@ -25,9 +28,18 @@ class EvalStop(DetectorBase):
         self.variant = variant
         self.name = f"EvalStop-{k_rlhf}" + ("-best" if variant == "best" else "")
 
+    def native_rule(self) -> dict[str, Any] | None:
+        if type(self) is not EvalStop:
+            return None
+        return {"rule": RULE_DECLINES, "monitored": monitored(self.types, self.k),
+                "best_variant": self.variant == "best"}
+
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         k = self.k[job.job_type]
         declines = decline_count(job.eval_scores, below_best=self.variant == "best")
         if declines >= k:
-            return stop(f"{declines} consecutive eval declines (k={k})")
+            return stop(self.reason(job.job_type, declines))
         return CONTINUE
+
+    def reason(self, job_type: str, declines: float) -> str:
+        return f"{int(declines)} consecutive eval declines (k={self.k[job_type]})"

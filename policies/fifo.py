@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evalstop_gym.sim.native_kernel import KEY_ARRIVAL
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
@@ -9,6 +10,7 @@ from .base import PriorityScheduler
 
 class FIFO(PriorityScheduler):
     name = "FIFO"
+    native_key = KEY_ARRIVAL
     incremental = True   # key frozen while waiting, never rising while running
 
     def key(self, job: SchedulerJobView) -> float:

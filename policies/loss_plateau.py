@@ -6,10 +6,13 @@ below `threshold` (paper: 2% over 3 checkpoints; variant: 0.1% over 5).
 
 from __future__ import annotations
 
+from typing import Any
+
+from evalstop_gym.sim.native_kernel import RULE_LOSS_PLATEAU
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
-from .detector import DetectorBase, stop
+from .detector import DetectorBase, monitored, stop
 
 
 class LossPlateau(DetectorBase):
@@ -22,6 +25,12 @@ class LossPlateau(DetectorBase):
         default = threshold == 0.02 and window == 3
         self.name = "LossPlateau" if default else f"LossPlateau-{threshold:g}-{window}"
 
+    def native_rule(self) -> dict[str, Any] | None:
+        if type(self) is not LossPlateau:
+            return None
+        return {"rule": RULE_LOSS_PLATEAU, "monitored": monitored(self.types),
+                "threshold": self.threshold, "window": self.window}
+
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         hist = job.loss_history
         if len(hist) < self.window:
@@ -29,5 +38,8 @@ class LossPlateau(DetectorBase):
         first, last = hist[-self.window], hist[-1]
         gain = (first - last) / first if first > 0 else 0.0
         if gain < self.threshold:
-            return stop(f"loss improved {gain:.2%} over {self.window} checks")
+            return stop(self.reason(job.job_type, gain))
         return CONTINUE
+
+    def reason(self, job_type: str, gain: float) -> str:
+        return f"loss improved {gain:.2%} over {self.window} checks"

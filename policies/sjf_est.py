@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evalstop_gym.sim.native_kernel import KEY_DURATION_ESTIMATE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
@@ -9,6 +10,7 @@ from .base import PriorityScheduler
 
 class SJFEst(PriorityScheduler):
     name = "SJF-Est"
+    native_key = KEY_DURATION_ESTIMATE
     incremental = True   # key frozen while waiting, never rising while running
 
     def key(self, job: SchedulerJobView) -> float:

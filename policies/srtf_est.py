@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evalstop_gym.sim.native_kernel import KEY_REMAINING_ESTIMATE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
@@ -9,6 +10,7 @@ from .base import PriorityScheduler
 
 class SRTFEst(PriorityScheduler):
     name = "SRTF-Est"
+    native_key = KEY_REMAINING_ESTIMATE
     incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 

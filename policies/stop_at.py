@@ -6,10 +6,13 @@ jobs hack. It asks the cluster for a check at progress p (a milestone), so it ac
 
 from __future__ import annotations
 
+from typing import Any
+
+from evalstop_gym.sim.native_kernel import RULE_PROGRESS
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
-from .detector import DetectorBase, stop
+from .detector import DetectorBase, monitored, stop
 
 
 class StopAt(DetectorBase):
@@ -22,7 +25,15 @@ class StopAt(DetectorBase):
         self.milestones = (p,)
         self.name = f"StopAt-{p:g}"
 
+    def native_rule(self) -> dict[str, Any] | None:
+        if type(self) is not StopAt:
+            return None
+        return {"rule": RULE_PROGRESS, "monitored": monitored(self.types), "p": self.p}
+
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         if job.progress >= self.p - 1e-9:
-            return stop(f"reached progress {self.p:g}")
+            return stop(self.reason(job.job_type, job.progress))
         return CONTINUE
+
+    def reason(self, job_type: str, progress: float) -> str:
+        return f"reached progress {self.p:g}"

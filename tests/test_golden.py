@@ -2,8 +2,10 @@
 
 The fixture was written once from the reference implementation; performance work must reproduce
 every metric and every job's outcome exactly (floats compared by their full `repr`), so a faster
-simulator is provably the same simulator. Regenerate only when the model itself changes on
-purpose: `python tests/test_golden.py --write`.
+simulator is provably the same simulator. Each run is checked under the reference engine
+("python") and under "auto", which takes the compiled engine (`sim.native`) for every policy
+that has a native form. Regenerate only when the model itself changes on purpose (always from
+the reference engine): `python tests/test_golden.py --write`.
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ PLATFORM = FIXTURE.with_suffix(".yaml")   # frozen copy of the defaults the fixt
 POLICIES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched", "EvalStop-2+SRTF-Est",
             "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
 SEEDS = (42, 123)
+ENGINES = ("python", "auto")   # "auto" runs the compiled engine where a policy has a native form
 JOB_FIELDS = ("outcome", "end_time", "end_progress", "gpu_minutes", "gpu_minutes_after_peak",
               "n_preemptions")
 HEADER = ("policy", "seed", "key", "value")
 
 
-def golden_rows(policy: str, seed: int) -> list[tuple[str, str, str, str]]:
+def golden_rows(policy: str, seed: int, engine: str | None = None
+                ) -> list[tuple[str, str, str, str]]:
     """One run as rows: each metric, then a digest of each job, every float as its repr."""
     config = load_sim_config(PLATFORM, overrides={"workload.n_jobs": 200})
-    result = simulate(config, parse_policy(policy), seed)
+    result = simulate(config, parse_policy(policy), seed, engine=engine)
     rows = [(policy, str(seed), f"metric.{k}", repr(v)) for k, v in result.metrics.items()]
     for rec in result.records:
         digest = " ".join(repr(rec[f]) for f in JOB_FIELDS)
@@ -48,15 +52,17 @@ def _fixture() -> dict[tuple[str, str], list[tuple[str, ...]]]:
     return runs
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("seed", SEEDS)
-def test_run_matches_fixture(policy: str, seed: int) -> None:
-    """Metrics and per-job digests equal the committed fixture exactly."""
+def test_run_matches_fixture(policy: str, seed: int, engine: str) -> None:
+    """Metrics and per-job digests equal the committed fixture exactly, on either engine."""
     expected = _fixture()[(policy, str(seed))]
-    got = golden_rows(policy, seed)
+    got = golden_rows(policy, seed, engine)
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
-        assert g == e, f"{policy} seed {seed}: {g[2]} is {g[3]!r}, fixture has {e[3]!r}"
+        assert g == e, (f"{policy} seed {seed} ({engine}): {g[2]} is {g[3]!r}, "
+                        f"fixture has {e[3]!r}")
 
 
 def write_fixture() -> None:
@@ -66,7 +72,7 @@ def write_fixture() -> None:
         writer.writerow(HEADER)
         for policy in POLICIES:
             for seed in SEEDS:
-                writer.writerows(golden_rows(policy, seed))
+                writer.writerows(golden_rows(policy, seed, engine="python"))
 
 
 if __name__ == "__main__" and "--write" in sys.argv:

@@ -184,7 +184,8 @@ class EvalStopClusterEnv(gym.Env):
         """The finished run's per-job records and metrics (hidden truth: after the episode only)."""
         if self._cluster is None or self._request is not None:
             raise RuntimeError("episode_result() is available once the episode has terminated")
-        return score(self.config, self._cluster, self._jobs, f"env:{self.control}", self._seed)
+        return score(self.config, self._cluster.queue.popped, self._jobs, f"env:{self.control}",
+                     self._seed)
 
     # ------------------------------------------------------------------ driving the cluster
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,8 +38,7 @@ class Phase(enum.IntEnum):
     EVAL = 3      # evaluating at a check point; progress frozen
 
 
-@dataclass(slots=True)
-class Observation:
+class Observation(NamedTuple):
     """One check the job went through: what a scheduler legitimately learnt there."""
 
     progress: float

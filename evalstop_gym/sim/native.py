@@ -1,0 +1,208 @@
+"""The compiled engine: packs jobs into arrays, runs `native_kernel.run`, writes the outcome back.
+
+`Cluster` stays the reference and the only engine for the env, heterogeneous clusters and any
+policy written in Python. A policy that can be described by numbers (a priority key the kernel
+knows, preemptive or not, and one of the paper's stop rules) says so through `native_spec()`;
+`simulate` then runs it here, with results identical to `Cluster.run` bit for bit, about 20x
+faster. `engine="python"` (or EVALSTOP_ENGINE=python) forces the reference.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..config import SimConfig
+from . import native_kernel as kernel
+from .cluster import _merge_checks
+from .curves import exp_loss
+from .jobs import Job, JobState, Observation
+from .kernel import SimulationError
+from .workload import JOB_TYPES
+
+try:
+    import numba  # noqa: F401
+
+    AVAILABLE = True
+except ImportError:  # pragma: no cover - numba is a dependency; kept for odd platforms
+    AVAILABLE = False
+
+ENGINES = ("auto", "native", "python")
+STATES = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED,
+          JobState.STOPPED)
+
+
+class NativeSpec(NamedTuple):
+    """A policy as the compiled engine runs it.
+
+    `key` orders jobs (smaller first, ties on arrival then id) as `PriorityScheduler.key` does:
+    KEY_ARRIVAL, KEY_DURATION_ESTIMATE or KEY_REMAINING_ESTIMATE. `rule` is the stop rule;
+    `monitored` holds, per job type in `workload.JOB_TYPES` order, its k (RULE_DECLINES) or 1 (other
+    rules) for a monitored type and 0 for one the rule never stops.
+    """
+
+    key: int
+    preemptive: bool
+    rule: int = kernel.RULE_NONE
+    monitored: tuple[int, int, int] = (0, 0, 0)
+    best_variant: bool = False     # RULE_DECLINES: a decline must also be below the best so far
+    p: float = 0.0                 # RULE_PROGRESS: stop at this progress
+    threshold: float = 0.0         # RULE_LOSS_PLATEAU: relative gain below this over `window`
+    window: int = 0
+
+
+def select(config: SimConfig, policy: Any, engine: str | None = None) -> NativeSpec | None:
+    """The spec to run `policy` natively, or None for the reference engine.
+
+    `engine`: "auto" (native when possible), "native" (an error when not possible) or "python";
+    None reads EVALSTOP_ENGINE, default "auto".
+    """
+    if engine is None:
+        engine = os.environ.get("EVALSTOP_ENGINE", "auto")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if engine == "python":
+        return None
+    describe = getattr(policy, "native_spec", None)
+    spec = describe() if callable(describe) else None
+    if config.cluster.kinds:
+        why = "heterogeneous clusters (cluster.kinds) run on the reference engine only"
+    elif spec is None:
+        why = f"policy {getattr(policy, 'name', policy)!r} has no native form (native_spec)"
+    elif not AVAILABLE:
+        why = "numba is not installed"
+    else:
+        return spec
+    if engine == "native":
+        raise ValueError(f"engine='native' cannot run this: {why}")
+    return None
+
+
+def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> int:
+    """Run `jobs` to their end under `spec`, leaving each job as `Cluster.run` would; returns the
+    number of events processed. Stop reasons come from `policy.native_reason(job_type, value)`,
+    with the value the compiled rule reports."""
+    total = config.cluster.gpus
+    if any(job.job_id != i for i, job in enumerate(jobs)):
+        raise SimulationError("jobs must be numbered 0..n-1 in list order")
+    for job in jobs:
+        if job.gpus < 1:
+            raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; at least 1")
+        if job.gpus > total:
+            raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; the cluster has "
+                                  f"{total} of one kind")
+    packed = _pack(jobs, tuple(getattr(policy, "milestones", ())))
+    n = len(jobs)
+    out = {"state": np.zeros(n, np.int64), "progress": np.zeros(n), "next_check": np.zeros(n,
+           np.int64), "epoch": np.zeros(n, np.int64), "has_run": np.zeros(n, np.bool_),
+           "first_start": np.full(n, np.nan), "end_time": np.full(n, np.nan),
+           "gpu_min": np.zeros(n), "gpu_after": np.zeros(n), "n_pre": np.zeros(n, np.int64),
+           "phase_start": np.zeros(n),
+           "chk_time": np.full(len(packed["chk_prog"]), np.nan), "stop_value": np.full(n, np.nan)}
+    status, events = kernel.run(
+        total, float(config.cluster.preemption_overhead_min), spec.key, spec.preemptive,
+        spec.rule, np.asarray(spec.monitored, np.int64), spec.best_variant, float(spec.p),
+        float(spec.threshold), int(spec.window),
+        packed["arrival"], packed["gpus"], packed["duration"], packed["dur_est"],
+        packed["eval_min"], packed["peak"], packed["speed"], packed["jtype"],
+        packed["chk_ptr"], packed["chk_prog"], packed["chk_idx"], packed["chk_score"],
+        packed["chk_loss"], **out)
+    if status == kernel.ERR_LEFT_WAITING:
+        raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "
+                              "started them")
+    if status != kernel.OK:
+        raise SimulationError(f"native engine failed with status {status}")
+    _unpack(jobs, packed, out, getattr(policy, "native_reason", _no_stops))
+    return int(events)
+
+
+def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
+    """Jobs as arrays; each job's check points (evals, milestones, completion) laid end to end.
+
+    Jobs usually share one eval schedule (the same array object), so the checks, scores and
+    losses are computed per schedule, as a matrix over its jobs.
+    """
+    extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
+    layouts: dict[int, tuple[list[tuple[float, int]], list[int]]] = {}
+    for i, job in enumerate(jobs):
+        key = id(job.eval_points)
+        if key not in layouts:
+            layouts[key] = (_merge_checks(job, extra), [])
+        layouts[key][1].append(i)
+        job.checks = layouts[key][0]
+    n = len(jobs)
+    lengths = np.array([len(j.checks) for j in jobs], np.int64)
+    chk_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=chk_ptr[1:])
+    size = int(chk_ptr[-1])
+    chk_prog, chk_idx = np.empty(size), np.empty(size, np.int64)
+    chk_score, chk_loss = np.full(size, np.nan), np.empty(size)
+    for checks, members in layouts.values():
+        rows = np.asarray(members)
+        where = (chk_ptr[rows][:, None] + np.arange(len(checks))).ravel()
+        prog = np.array([c[0] for c in checks])
+        idx = np.array([c[1] for c in checks], np.int64)
+        chk_prog[where] = np.tile(prog, len(rows))
+        chk_idx[where] = np.tile(idx, len(rows))
+        observed = np.stack([jobs[i].eval_observed for i in members])
+        evals = idx >= 0
+        scores = np.full((len(rows), len(checks)), np.nan)
+        scores[:, evals] = observed[:, idx[evals]]
+        chk_score[where] = scores.ravel()
+        params = np.array([jobs[i].loss_params for i in members], dtype=np.float64)
+        losses = exp_loss(prog[None, :], *(params[:, k:k + 1] for k in range(4)))
+        chk_loss[where] = losses.ravel()
+    type_code = {t: k for k, t in enumerate(JOB_TYPES)}
+    return {
+        "arrival": np.array([j.arrival for j in jobs], np.float64),
+        "gpus": np.array([j.gpus for j in jobs], np.int64),
+        "duration": np.array([j.duration for j in jobs], np.float64),
+        "dur_est": np.array([j.duration_estimate for j in jobs], np.float64),
+        "eval_min": np.array([j.eval_minutes for j in jobs], np.float64),
+        "peak": np.array([j.peak_progress for j in jobs], np.float64),
+        "speed": np.array([j.speed for j in jobs], np.float64),
+        "jtype": np.array([type_code[j.job_type] for j in jobs], np.int64),
+        "chk_ptr": chk_ptr, "chk_prog": chk_prog, "chk_idx": chk_idx,
+        "chk_score": chk_score, "chk_loss": chk_loss,
+    }
+
+
+def _no_stops(job_type: str, value: float) -> str:
+    raise SimulationError("the compiled rule stopped a job of a policy with no stop rule")
+
+
+def _unpack(jobs: list[Job], packed: dict[str, Any], out: dict[str, np.ndarray],
+            reason: Callable[[str, float], str]) -> None:
+    """Write the kernel's results back into the job records, as `Cluster` leaves them."""
+    cols = {k: v.tolist() for k, v in out.items()}
+    ptr = packed["chk_ptr"].tolist()
+    idx, time = packed["chk_idx"].tolist(), cols["chk_time"]
+    score, loss = packed["chk_score"].tolist(), packed["chk_loss"].tolist()
+    reasons: dict[tuple[str, float], str] = {}
+    for i, job in enumerate(jobs):
+        job.state = state = STATES[cols["state"][i]]
+        job.progress = cols["progress"][i]
+        job.next_check = cols["next_check"][i]
+        job.epoch = cols["epoch"][i]
+        job.has_run = cols["has_run"][i]
+        first = cols["first_start"][i]
+        job.first_start = None if math.isnan(first) else first
+        end = cols["end_time"][i]
+        job.end_time = None if math.isnan(end) else end
+        job.gpu_minutes = cols["gpu_min"][i]
+        job.gpu_minutes_after_peak = cols["gpu_after"][i]
+        job.n_preemptions = cols["n_pre"][i]
+        job.phase_start = cols["phase_start"][i]
+        checks, first_c = job.checks, ptr[i]
+        job.observations = [
+            Observation(checks[c - first_c][0], time[c], loss[c], score[c] if idx[c] >= 0 else None)
+            for c in range(first_c, first_c + job.next_check) if idx[c] != kernel.COMPLETION]
+        if state is JobState.STOPPED:
+            key = (job.job_type, cols["stop_value"][i])
+            if key not in reasons:
+                reasons[key] = reason(*key)
+            job.stop_reason = reasons[key]

@@ -1,0 +1,521 @@
+"""The compiled event loop: `Cluster.run` over arrays, for priority schedulers and stop rules.
+
+Every line mirrors one in `cluster.py` (named in the comments), in the same order and with the same
+floating-point operations, so a run gives the very numbers the reference gives: event order
+(time, priority, sequence), phase accounting, when a scheduling pass happens, and the plain pass of
+`PriorityScheduler.schedule` (rank by (key, arrival, id), fill greedily). `native.py` packs the jobs
+and unpacks the results; `tests/test_native.py` compares the two engines run for run.
+
+Written for numba; without it the same functions run as plain Python (slowly), which keeps them
+debuggable with pdb.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+try:
+    from numba import njit
+except ImportError:  # pragma: no cover - exercised only where numba is missing
+    def njit(*args, **kwargs):
+        if args and callable(args[0]):
+            return args[0]
+        return lambda fn: fn
+
+# Codes shared with native.py. Job states and phases follow jobs.JobState / jobs.Phase.
+PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
+IDLE, RESTART, TRAIN, EVAL = 0, 1, 2, 3
+ARRIVAL, PHASE_END = 1, 0
+MILESTONE, COMPLETION = -1, -2
+KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
+RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
+OK, ERR_LEFT_WAITING, ERR_PAST = 0, 1, 2
+EPS = 1e-9
+
+
+@njit(cache=True)
+def _current_progress(phase, progress, now, phase_start, speed, duration):
+    """view.current_progress / make_view's progress."""
+    if phase == TRAIN:
+        return min(1.0, progress + (now - phase_start) * speed / duration)
+    return progress
+
+
+@njit(cache=True)
+def _key(key_kind, j, arrival, dur_est, progress):
+    """The scheduler's key (FIFO, SJF-Est, SRTF-Est) of job j at `progress`."""
+    if key_kind == KEY_ARRIVAL:
+        return arrival[j]
+    if key_kind == KEY_DURATION_ESTIMATE:
+        return dur_est[j]
+    return dur_est[j] * (1.0 - progress)
+
+
+@njit(cache=True)
+def _before(key_a, arrival_a, a, key_b, arrival_b, b):
+    """(key, arrival, id) of a ranks before that of b: PriorityScheduler._rank's order."""
+    if key_a != key_b:
+        return key_a < key_b
+    if arrival_a != arrival_b:
+        return arrival_a < arrival_b
+    return a < b
+
+
+@njit(cache=True)
+def _waits_before(a, b, wait_key, arrival):
+    """Waiting job a ranks before waiting job b."""
+    return _before(wait_key[a], arrival[a], a, wait_key[b], arrival[b], b)
+
+
+@njit(cache=True)
+def _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival):
+    """Put waiting job j into its demand class's heap (rank order: the best at the root)."""
+    c = cls[j]
+    base = cls_off[c]
+    i = cls_size[c]
+    cls_size[c] += 1
+    while i > 0:
+        parent = (i - 1) // 2
+        m = wait[base + parent]
+        if not _waits_before(j, m, wait_key, arrival):
+            break
+        wait[base + i] = m
+        i = parent
+    wait[base + i] = j
+
+
+@njit(cache=True)
+def _wait_pop(c, cls_off, cls_size, wait, wait_key, arrival):
+    """Remove the best-ranked job of demand class c."""
+    base = cls_off[c]
+    cls_size[c] -= 1
+    size = cls_size[c]
+    j = wait[base + size]                     # the last leaf sifts down from the root
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        a = wait[base + child]
+        if child + 1 < size:
+            b = wait[base + child + 1]
+            if _waits_before(b, a, wait_key, arrival):
+                child += 1
+                a = b
+        if not _waits_before(a, j, wait_key, arrival):
+            break
+        wait[base + i] = a
+        i = child
+    wait[base + i] = j
+
+
+@njit(cache=True)
+def _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival, capacity):
+    """The best-ranked waiting job needing at most `capacity` GPUs; -1 if none."""
+    best = -1
+    for c in range(cls_gpus.shape[0]):
+        if cls_gpus[c] > capacity:
+            break                              # classes ascend in demand
+        if cls_size[c] > 0:
+            m = wait[cls_off[c]]
+            if best < 0 or _waits_before(m, best, wait_key, arrival):
+                best = m
+    return best
+
+
+@njit(cache=True)
+def _fill(capacity, after, n_after, run_key, gpus, arrival, cls, cls_gpus, cls_off, cls_size,
+          wait, wait_key, keep, to_start, n_start):
+    """`_fill` over the rank order of the ranked running jobs `after` and the waiting lists.
+
+    Waiting jobs that do not fit are skipped by the greedy fill and never fit later (capacity
+    only shrinks), so at each step only the heads of the demand classes that still fit compete
+    with the next running job. Returns the number of jobs to start (in `to_start`, rank order,
+    taken off the waiting heaps, after the first `n_start`); `keep` marks the running jobs that
+    keep their GPUs.
+    """
+    ri = 0
+    while True:
+        best = _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival, capacity)
+        if ri < n_after and (best < 0 or _before(run_key[after[ri]], arrival[after[ri]],
+                                                  after[ri], wait_key[best], arrival[best],
+                                                  best)):
+            j = after[ri]
+            ri += 1
+            keep[j] = gpus[j] <= capacity
+            if keep[j]:
+                capacity -= gpus[j]
+            continue
+        if best < 0:
+            return n_start
+        to_start[n_start] = best
+        n_start += 1
+        capacity -= gpus[best]
+        _wait_pop(cls[best], cls_off, cls_size, wait, wait_key, arrival)
+
+
+@njit(cache=True)
+def _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
+            gpu_after):
+    """Cluster._charge."""
+    elapsed = now - phase_start[j]
+    if elapsed <= 0 or phase[j] == IDLE:
+        return
+    gpu_min[j] += gpus[j] * elapsed
+    if phase[j] == TRAIN:
+        start = progress[j]
+        end = _current_progress(phase[j], progress[j], now, phase_start[j], speed[j], duration[j])
+        past_peak = max(0.0, end - max(start, peak[j]))
+        gpu_after[j] += gpus[j] * past_peak * duration[j] / speed[j]
+        progress[j] = end
+    elif progress[j] > peak[j] + EPS:
+        gpu_after[j] += gpus[j] * elapsed
+    phase_start[j] = now
+
+
+@njit(cache=True)
+def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, progress,
+            chk_ptr, chk_idx, chk_score, chk_loss, next_check):
+    """The stop rule on the job's history so far (EvalStop-k, StopAt-p, LossPlateau).
+
+    Returns NaN to continue, else the number the rule's reason quotes (the decline count, the
+    progress, the loss gain)."""
+    if rule == RULE_NONE or k_by_type[jtype[j]] == 0:   # DetectorBase.decide: not monitored
+        return np.nan
+    first_chk, last_chk = chk_ptr[j], chk_ptr[j] + next_check[j]
+    if rule == RULE_PROGRESS:                # StopAt._decide
+        return progress[j] if progress[j] >= p_stop - 1e-9 else np.nan
+    if rule == RULE_LOSS_PLATEAU:            # LossPlateau._decide
+        if last_chk - first_chk < window:
+            return np.nan
+        first, last = chk_loss[last_chk - window], chk_loss[last_chk - 1]
+        gain = (first - last) / first if first > 0 else 0.0
+        return gain if gain < threshold else np.nan
+    # RULE_DECLINES: view.decline_count over the evals observed so far
+    count = 0
+    c = last_chk - 1
+    while c >= first_chk and chk_idx[c] < 0:
+        c -= 1
+    while c >= first_chk:
+        prev = c - 1
+        while prev >= first_chk and chk_idx[prev] < 0:
+            prev -= 1
+        if prev < first_chk:
+            break
+        declined = chk_score[c] < chk_score[prev]
+        if best_variant and declined:
+            best = chk_score[prev]
+            q = prev - 1
+            while q >= first_chk:
+                if chk_idx[q] >= 0 and chk_score[q] > best:
+                    best = chk_score[q]
+                q -= 1
+            declined = chk_score[c] < best
+        if not declined:
+            break
+        count += 1
+        c = prev
+    return float(count) if count >= k_by_type[jtype[j]] else np.nan
+
+
+@njit(cache=True)
+def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
+        threshold, window,
+        arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype,
+        chk_ptr, chk_prog, chk_idx, chk_score, chk_loss,
+        state, progress, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
+        n_pre, phase_start, chk_time, stop_value):
+    """Run every job to its end; fills the state arrays in place. Returns (status, events)."""
+    n = arrival.shape[0]
+    phase = np.zeros(n, np.int64)
+    # Cluster.waiting: one heap per GPU demand (classes ascending), ordered by rank, as a
+    # waiting job's key is frozen until it starts
+    cls_gpus = np.unique(gpus)
+    cls = np.searchsorted(cls_gpus, gpus)
+    cls_off = np.zeros(cls_gpus.shape[0], np.int64)
+    cls_off[1:] = np.cumsum(np.bincount(cls, minlength=cls_gpus.shape[0]))[:-1]
+    cls_size = np.zeros(cls_gpus.shape[0], np.int64)
+    wait = np.empty(n, np.int64)
+    wait_key = np.zeros(n, np.float64)
+    n_wait = 0
+    run_seq = np.full(n, -1, np.int64)        # Cluster._run_seq; -1: not running
+    run_list = np.empty(n, np.int64)          # Cluster.running, unordered
+    run_pos = np.full(n, -1, np.int64)
+    n_run = 0
+    run_key = np.empty(n, np.float64)         # scratch of a preemptive pass
+    # preemptive: running jobs by the key they had when last seen, largest first (negated)
+    rheap = [(0.0, 0.0, 0, 0)]
+    rheap.pop()
+    run_version = np.zeros(n, np.int64)
+    after = np.empty(n, np.int64)             # the ranked tail of a pass, ascending
+    top = np.empty(n, np.int64)               # the same, as found (descending)
+    pending = np.empty(n, np.int64)           # re-keyed, not yet reached (ascending)
+    prefix = np.empty(n, np.int64)            # waiting jobs taken off the heaps (ascending)
+    sizes = np.zeros(n + 1, np.int64)         # cumulative GPUs of `prefix`
+    keep = np.zeros(n, np.bool_)
+    to_start = np.empty(n, np.int64)
+    to_preempt = np.empty(n, np.int64)
+    starts = 0
+    free = total_gpus
+    now = 0.0
+    popped = 0
+    seq = 0
+    # Cluster.__init__ queues every arrival first (sequence numbers 1..n); they are read here
+    # in that order from a sorted list instead, beside a heap of phase ends, which keeps the
+    # heap as small as the set of running jobs. Events order by (time, priority, sequence):
+    # at equal times a phase end (priority 0) comes before an arrival (1).
+    arrivals = np.argsort(arrival, kind="mergesort")
+    next_arrival = 0
+    seq = n
+    heap = [(0.0, 0, 0, 0)]                   # phase ends: (time, seq, job, epoch)
+    heap.pop()
+    needs_pass = False
+
+    while True:
+        # ---------------------------------------------------------------- Cluster._next
+        if next_arrival < n and (len(heap) == 0 or arrival[arrivals[next_arrival]] < heap[0][0]):
+            next_time = arrival[arrivals[next_arrival]]
+        elif len(heap) > 0:
+            next_time = heap[0][0]
+        else:
+            next_time = np.nan                 # no event left
+        if needs_pass and next_time != now:
+            needs_pass = False
+            if n_wait == 0:
+                continue                       # the fill keeps every running job, starts none
+            # ------------------------------------------------ PriorityScheduler.schedule
+            if not preemptive:
+                n_after = 0
+                n_start = _fill(free, after, 0, run_key, gpus, arrival, cls, cls_gpus, cls_off,
+                                cls_size, wait, wait_key, keep, to_start, 0)
+            else:
+                # PriorityIndex.allocate, lazily: running jobs are taken from the bottom of the
+                # ranking up (their stored keys bound their keys from above: keys never rise
+                # while a job runs), until the waiting jobs ranked before the lowest one taken
+                # fit in the GPUs it and those below it free. Every running job above it keeps
+                # its GPUs whatever the exact order; the exact fill covers the rest.
+                first = _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival,
+                                      total_gpus)
+                n_top, n_pending, n_prefix = 0, 0, 0
+                room = free
+                while True:
+                    nxt = -1
+                    while True:                # the next running job down the ranking
+                        while len(rheap) > 0 and (run_pos[-rheap[0][2]] < 0
+                                                  or rheap[0][3] != run_version[-rheap[0][2]]):
+                            heapq.heappop(rheap)   # stale: ended, preempted or re-keyed
+                        bound = -1
+                        if len(rheap) > 0 and _before(wait_key[first], arrival[first], first,
+                                                      -rheap[0][0], -rheap[0][1],
+                                                      -rheap[0][2]):
+                            bound = -rheap[0][2]
+                        if n_pending > 0:
+                            m = pending[n_pending - 1]
+                            if bound < 0 or _before(-rheap[0][0], -rheap[0][1], bound,
+                                                    run_key[m], arrival[m], m):
+                                nxt = m
+                                n_pending -= 1
+                                break
+                        if bound < 0:
+                            break
+                        heapq.heappop(rheap)
+                        j = bound
+                        run_key[j] = _key(key_kind, j, arrival, dur_est, _current_progress(
+                            phase[j], progress[j], now, phase_start[j], speed[j], duration[j]))
+                        if _before(wait_key[first], arrival[first], first, run_key[j],
+                                   arrival[j], j):
+                            r = n_pending          # pending stays ascending
+                            while r > 0 and _before(run_key[j], arrival[j], j,
+                                                    run_key[pending[r - 1]],
+                                                    arrival[pending[r - 1]], pending[r - 1]):
+                                pending[r] = pending[r - 1]
+                                r -= 1
+                            pending[r] = j
+                            n_pending += 1
+                        else:
+                            run_version[j] += 1
+                            heapq.heappush(rheap, (-run_key[j], -arrival[j], -j,
+                                                   run_version[j]))
+                    if nxt < 0:                # the whole tail is ranked: the plain fill
+                        for k in range(n_prefix):
+                            _wait_push(prefix[k], cls, cls_off, cls_size, wait, wait_key,
+                                       arrival)
+                        taken = 0
+                        break
+                    top[n_top] = nxt
+                    n_top += 1
+                    room += gpus[nxt]
+                    while sizes[n_prefix] <= room and (n_prefix == 0 or _before(
+                            wait_key[prefix[n_prefix - 1]], arrival[prefix[n_prefix - 1]],
+                            prefix[n_prefix - 1], run_key[nxt], arrival[nxt], nxt)):
+                        m = _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival,
+                                          total_gpus)
+                        if m < 0 or _before(run_key[nxt], arrival[nxt], nxt, wait_key[m],
+                                            arrival[m], m):
+                            break
+                        _wait_pop(cls[m], cls_off, cls_size, wait, wait_key, arrival)
+                        prefix[n_prefix] = m
+                        sizes[n_prefix + 1] = sizes[n_prefix] + gpus[m]
+                        n_prefix += 1
+                    taken = n_prefix
+                    while taken > 0 and _before(run_key[nxt], arrival[nxt], nxt,
+                                                wait_key[prefix[taken - 1]],
+                                                arrival[prefix[taken - 1]], prefix[taken - 1]):
+                        taken -= 1
+                    if sizes[taken] <= room:   # everything ranked above nxt fits: settled
+                        for k in range(taken, n_prefix):
+                            _wait_push(prefix[k], cls, cls_off, cls_size, wait, wait_key,
+                                       arrival)
+                        break
+                for k in range(taken):
+                    to_start[k] = prefix[k]
+                n_after = n_top
+                for k in range(n_top):         # the ranked tail, ascending
+                    after[k] = top[n_top - 1 - k]
+                n_start = _fill(room - sizes[taken], after, n_after, run_key, gpus, arrival,
+                                cls, cls_gpus, cls_off, cls_size, wait, wait_key, keep, to_start,
+                                taken)
+                for k in range(n_pending):     # ranked but above the settled point: kept
+                    j = pending[k]
+                    run_version[j] += 1
+                    heapq.heappush(rheap, (-run_key[j], -arrival[j], -j, run_version[j]))
+            n_wait -= n_start
+            # ------------------------------------------------ Cluster._apply: preempt, start
+            n_drop = 0
+            for i in range(n_after):           # not kept, in start order
+                j = after[i]
+                if keep[j]:
+                    run_version[j] += 1
+                    heapq.heappush(rheap, (-run_key[j], -arrival[j], -j, run_version[j]))
+                else:
+                    to_preempt[n_drop] = j
+                    n_drop += 1
+            if n_drop > 1:
+                order = np.argsort(run_seq[to_preempt[:n_drop]])
+                to_preempt[:n_drop] = to_preempt[:n_drop][order]
+            for i in range(n_drop):            # Cluster._preempt
+                j = to_preempt[i]
+                _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak,
+                        gpu_min, gpu_after)
+                last = run_list[n_run - 1]
+                run_list[run_pos[j]] = last
+                run_pos[last] = run_pos[j]
+                run_pos[j] = -1
+                n_run -= 1
+                run_seq[j] = -1
+                wait_key[j] = _key(key_kind, j, arrival, dur_est, progress[j])
+                _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival)
+                n_wait += 1
+                free += gpus[j]
+                state[j] = PREEMPTED
+                phase[j] = IDLE
+                epoch[j] += 1
+                n_pre[j] += 1
+                needs_pass = True
+            for i in range(n_start):           # Cluster._start
+                j = to_start[i]
+                starts += 1
+                run_seq[j] = starts
+                run_list[n_run] = j
+                run_pos[j] = n_run
+                n_run += 1
+                free -= gpus[j]
+                if preemptive:
+                    run_version[j] += 1
+                    heapq.heappush(rheap, (-_key(key_kind, j, arrival, dur_est, progress[j]),
+                                           -arrival[j], -j, run_version[j]))
+                state[j] = RUNNING
+                if np.isnan(first_start[j]):
+                    first_start[j] = now
+                resuming = has_run[j] and overhead > 0
+                has_run[j] = True
+                phase[j] = RESTART if resuming else TRAIN        # Cluster._start_phase
+                phase_start[j] = now
+                if resuming:
+                    length = overhead
+                else:
+                    target = chk_prog[chk_ptr[j] + next_check[j]]
+                    length = max(0.0, (target - progress[j]) * duration[j] / speed[j])
+                seq += 1
+                heapq.heappush(heap, (now + length, seq, j, epoch[j]))
+            continue
+        if np.isnan(next_time):
+            if n_wait > 0:
+                return ERR_LEFT_WAITING, popped
+            return OK, popped
+        # ---------------------------------------------------------------- Cluster._handle
+        if next_arrival < n and (len(heap) == 0 or arrival[arrivals[next_arrival]] < heap[0][0]):
+            t, kind, j, ev_epoch = next_time, ARRIVAL, arrivals[next_arrival], 0
+            next_arrival += 1
+        else:
+            t, _, j, ev_epoch = heapq.heappop(heap)
+            kind = PHASE_END
+        if t < now:
+            return ERR_PAST, popped
+        now = t
+        popped += 1
+        if kind == ARRIVAL:
+            wait_key[j] = _key(key_kind, j, arrival, dur_est, progress[j])
+            _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival)
+            n_wait += 1
+            needs_pass = True
+            continue
+        if ev_epoch != epoch[j]:
+            continue
+        _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
+                gpu_after)
+        c = chk_ptr[j] + next_check[j]
+        new_phase = -1
+        finished = -1
+        if phase[j] == RESTART:
+            new_phase = TRAIN
+        elif phase[j] == TRAIN:
+            progress[j] = chk_prog[c]
+            if chk_idx[c] >= 0:
+                new_phase = EVAL
+            elif chk_idx[c] == COMPLETION:
+                next_check[j] += 1
+                finished = COMPLETED
+        if new_phase < 0 and finished < 0:
+            # ------------------------------------------------ Cluster._check, answer_check
+            phase[j] = IDLE
+            chk_time[c] = now
+            next_check[j] += 1
+            if chk_idx[c] >= 0:
+                needs_pass = True
+            value = _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype,
+                            progress, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
+            if not np.isnan(value):
+                stop_value[j] = value
+                finished = STOPPED
+            elif next_check[j] >= chk_ptr[j + 1] - chk_ptr[j]:
+                finished = COMPLETED
+            else:
+                new_phase = TRAIN
+        if finished >= 0:                      # Cluster._end (the job is running)
+            _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
+                    gpu_after)
+            last = run_list[n_run - 1]
+            run_list[run_pos[j]] = last
+            run_pos[last] = run_pos[j]
+            run_pos[j] = -1
+            n_run -= 1
+            run_seq[j] = -1
+            free += gpus[j]
+            state[j] = finished
+            phase[j] = IDLE
+            epoch[j] += 1
+            end_time[j] = now
+            needs_pass = True
+        elif new_phase >= 0:                   # Cluster._start_phase
+            phase[j] = new_phase
+            phase_start[j] = now
+            if new_phase == EVAL:
+                length = eval_min[j] / speed[j]
+            else:
+                target = chk_prog[chk_ptr[j] + next_check[j]]
+                length = max(0.0, (target - progress[j]) * duration[j] / speed[j])
+            seq += 1
+            heapq.heappush(heap, (now + length, seq, j, epoch[j]))

@@ -1,0 +1,256 @@
+"""The compiled engine (`sim.native`) against the reference `Cluster`, run for run, bit for bit.
+
+`simulate` picks the compiled engine on its own whenever a policy has a native form, so any
+divergence would silently change published numbers: every float is compared by its `repr`
+(exact, NaN equal to NaN), over platform variants chosen to reach each path of the kernel
+(queueing, preemption with and without a restart, stops by each rule, dense evals, noise).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalstop_gym.config import load_sim_config
+from evalstop_gym.sim import native
+from evalstop_gym.sim.cluster import Cluster
+from evalstop_gym.sim.jobs import Job
+from evalstop_gym.sim.kernel import SimulationError
+from evalstop_gym.sim.native_kernel import KEY_REMAINING_ESTIMATE, RULE_DECLINES
+from evalstop_gym.sim.view import SchedulerJobView
+from evalstop_gym.sim.workload import JOB_TYPES, generate_workload
+from evalstop_gym.simulate import score, simulate
+from policies import EvalStop, SRTFEst, parse_policy
+
+REPO = Path(__file__).parent.parent
+DEFAULTS = REPO / "configs" / "defaults.yaml"
+N_JOBS = 130
+
+# Each variant pushes the kernel down a different path (the defaults charge a 2-minute restart).
+VARIANTS: dict[str, dict[str, object]] = {
+    "default": {},
+    "restart-7min": {"cluster.preemption_overhead_min": 7.0},
+    "no-restart": {"cluster.preemption_overhead_min": 0.0},
+    "small-16gpu": {"cluster.gpus": 16},
+    "heavy-256gpu": {"cluster.gpus": 256, "workload.arrival_rate_per_min": 1.5},
+    "light-load": {"workload.arrival_rate_per_min": 0.05},
+    "dense-evals": {"evals.interval": 0.05},
+    "ar1-noise": {"noise.model": "ar1", "noise.rho": 0.5, "noise.sigma": 0.1},
+}
+POLICIES = ("SRTF-Est", "FIFO", "SJF-Est", "EvalStop-2+SRTF-Est", "EvalStop-3+SRTF-Est",
+            "EvalStop-1-best+SJF-Est", "StopAt-0.3+SRTF-Est", "StopAt-0.65+SJF-Est",
+            "LossPlateau+FIFO", "LossPlateau+SRTF-Est", "LossPlateau-0.001-5+FIFO")
+SEEDS = (3, 11)
+JOB_FIELDS = ("state", "progress", "next_check", "epoch", "has_run", "first_start", "end_time",
+              "gpu_minutes", "gpu_minutes_after_peak", "n_preemptions", "observations",
+              "stop_reason", "checks", "phase", "phase_start", "kind", "speed")
+TWO_KINDS = [{"name": "fast", "count": 16, "speed": 1.5},
+             {"name": "slow", "count": 16, "speed": 0.75}]
+
+
+@functools.cache
+def platform(variant: str):
+    return load_sim_config(DEFAULTS, overrides={"workload.n_jobs": N_JOBS, **VARIANTS[variant]})
+
+
+@functools.cache
+def run_both(variant: str, policy_name: str, seed: int
+             ) -> tuple[list[Job], int, list[Job], int]:
+    """(jobs, events) of the reference run, then of the compiled run, on the same workload.
+
+    Cached so the coverage check below reuses the grid instead of running it again."""
+    config = platform(variant)
+    reference = parse_policy(policy_name)
+    reference.reset()
+    ref_jobs = generate_workload(config, seed)
+    cluster = Cluster(config, ref_jobs, milestones=reference.milestones)
+    cluster.run(reference)
+    compiled = parse_policy(policy_name)
+    compiled.reset()
+    nat_jobs = generate_workload(config, seed)
+    nat_events = native.run(config, nat_jobs, native.select(config, compiled, "native"), compiled)
+    return ref_jobs, cluster.queue.popped, nat_jobs, nat_events
+
+
+def exact(value: object) -> str:
+    """A value as compared here: `repr` is exact for floats, equal for NaNs, and shows types."""
+    return repr(value)
+
+
+def assert_same_jobs(expected: list[Job], got: list[Job], label: str) -> None:
+    assert len(got) == len(expected), label
+    for ref, nat in zip(expected, got, strict=True):
+        for field in JOB_FIELDS:
+            assert exact(getattr(nat, field)) == exact(getattr(ref, field)), (
+                f"{label}: job {ref.job_id}.{field} differs")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("policy_name", POLICIES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_compiled_engine_matches_reference_exactly(variant: str, policy_name: str,
+                                                   seed: int) -> None:
+    """Same events, job states, observations, stop reasons, records and metrics."""
+    label = f"{variant} / {policy_name} / seed {seed}"
+    ref_jobs, ref_events, nat_jobs, nat_events = run_both(variant, policy_name, seed)
+    assert nat_events == ref_events, f"{label}: event count"
+    assert_same_jobs(ref_jobs, nat_jobs, label)
+    config = platform(variant)
+    expected = score(config, ref_events, ref_jobs, policy_name, seed)
+    got = score(config, nat_events, nat_jobs, policy_name, seed)
+    for ref_rec, nat_rec in zip(expected.records, got.records, strict=True):
+        assert exact(nat_rec) == exact(ref_rec), f"{label}: record of job {ref_rec['job_id']}"
+    assert list(got.metrics) == list(expected.metrics)
+    for name, value in expected.metrics.items():
+        assert exact(got.metrics[name]) == exact(value), f"{label}: metric {name}"
+
+
+def test_the_grid_preempts_restarts_and_stops_by_every_rule() -> None:
+    """Equality on runs that never preempt or stop would prove little: the grid must do both."""
+    preempted_with_restart = preempted_without = False
+    stopped_by: set[str] = set()
+    for variant in VARIANTS:
+        overhead = platform(variant).cluster.preemption_overhead_min
+        for policy_name in POLICIES:
+            for seed in SEEDS:
+                ref_jobs, _, nat_jobs, _ = run_both(variant, policy_name, seed)
+                for jobs in (ref_jobs, nat_jobs):
+                    if any(j.n_preemptions > 0 for j in jobs):
+                        if overhead > 0:
+                            preempted_with_restart = True
+                        else:
+                            preempted_without = True
+                    if any(j.state.value == "stopped" for j in jobs):
+                        detector = policy_name.rpartition("+")[0]
+                        stopped_by.add(detector.split("-")[0])
+    assert preempted_with_restart, "no run preempted a job that then paid a restart"
+    assert preempted_without, "no run preempted a job on a cluster without restart overhead"
+    assert stopped_by == {"EvalStop", "StopAt", "LossPlateau"}
+
+
+def test_compiled_engine_is_deterministic() -> None:
+    config = platform("default")
+    first = simulate(config, parse_policy("EvalStop-2+SRTF-Est"), 5, engine="native")
+    second = simulate(config, parse_policy("EvalStop-2+SRTF-Est"), 5, engine="native")
+    assert first.events == second.events
+    assert exact(first.records) == exact(second.records)
+    assert exact(first.metrics) == exact(second.metrics)
+
+
+# ---------------------------------------------------------------------------- engine selection
+
+
+class LongestRemainingFirst(SRTFEst):
+    """SRTF-Est with the key turned around: the compiled SRTF key would be wrong for it."""
+
+    def key(self, job: SchedulerJobView) -> float:
+        return -job.remaining_estimate
+
+
+class QuickEvalStop(EvalStop):
+    """An EvalStop subclass: it may decide differently, so it has no native form."""
+
+
+def test_python_engine_always_selects_the_reference() -> None:
+    assert native.select(platform("default"), parse_policy("EvalStop-2+SRTF-Est"),
+                         "python") is None
+
+
+def test_auto_selects_the_compiled_engine_for_a_native_policy() -> None:
+    spec = native.select(platform("default"), parse_policy("EvalStop-2+SRTF-Est"), "auto")
+    k = {"rlhf": 2, "dpo": 3}   # EvalStop-2: k 2 on RLHF, k + 1 on DPO, LoRA unmonitored
+    assert spec == native.NativeSpec(key=KEY_REMAINING_ESTIMATE, preemptive=True,
+                                     rule=RULE_DECLINES,
+                                     monitored=tuple(k.get(t, 0) for t in JOB_TYPES))
+
+
+UNSUPPORTED = {
+    "LossAware": (lambda: parse_policy("LossAware"), "no native form"),
+    "CUSUM+SRTF-Est": (lambda: parse_policy("CUSUM-0-3+SRTF-Est"), "no native form"),
+    "SRTF-Est subclass": (LongestRemainingFirst, "no native form"),
+    "EvalStop over a subclass": (lambda: EvalStop(2) + LongestRemainingFirst(),
+                                 "no native form"),
+    "EvalStop subclass": (lambda: QuickEvalStop(2) + SRTFEst(), "no native form"),
+    "heterogeneous cluster": (lambda: parse_policy("EvalStop-2+SRTF-Est"), "heterogeneous"),
+}
+
+
+@pytest.mark.parametrize("case", UNSUPPORTED)
+def test_unsupported_runs_fall_back_under_auto_and_fail_under_native(case: str) -> None:
+    make_policy, why = UNSUPPORTED[case]
+    config = platform("default")
+    if case == "heterogeneous cluster":
+        config = load_sim_config(DEFAULTS, overrides={"workload.n_jobs": 20, "cluster.gpus": 32,
+                                                      "cluster.kinds": TWO_KINDS})
+    assert native.select(config, make_policy(), "auto") is None
+    with pytest.raises(ValueError, match=why):
+        native.select(config, make_policy(), "native")
+
+
+def test_an_unknown_engine_names_the_allowed_ones() -> None:
+    with pytest.raises(ValueError) as err:
+        native.select(platform("default"), parse_policy("SRTF-Est"), "numba")
+    assert all(engine in str(err.value) for engine in ("auto", "native", "python"))
+
+
+def test_the_environment_variable_chooses_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    config, policy = platform("default"), parse_policy("EvalStop-2+SRTF-Est")
+    monkeypatch.delenv("EVALSTOP_ENGINE", raising=False)
+    assert native.select(config, policy, None) is not None
+    monkeypatch.setenv("EVALSTOP_ENGINE", "python")
+    assert native.select(config, policy, None) is None
+
+
+def test_simulate_refuses_native_for_an_unsupported_policy() -> None:
+    with pytest.raises(ValueError, match="LossAware"):
+        simulate(platform("default"), parse_policy("LossAware"), 0, engine="native")
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_a_job_larger_than_the_cluster_fails_like_the_reference() -> None:
+    config = platform("small-16gpu")
+    policy = parse_policy("SRTF-Est")
+    ref_jobs, nat_jobs = generate_workload(config, 0), generate_workload(config, 0)
+    ref_jobs[3].gpus = nat_jobs[3].gpus = config.cluster.gpus + 1
+    with pytest.raises(SimulationError, match="job 3 needs 17 GPUs"):
+        Cluster(config, ref_jobs, milestones=policy.milestones)
+    with pytest.raises(SimulationError, match="job 3 needs 17 GPUs"):
+        native.run(config, nat_jobs, native.select(config, policy, "native"), policy)
+
+
+# ---------------------------------------------------------------------------- without numba
+
+PURE_PYTHON_RUN = """
+import json
+from evalstop_gym.config import load_sim_config
+from evalstop_gym.sim import native_kernel
+from evalstop_gym.simulate import simulate
+from policies import parse_policy
+config = load_sim_config("configs/defaults.yaml", overrides={"workload.n_jobs": 30})
+result = simulate(config, parse_policy("EvalStop-2+SRTF-Est"), 7, engine="native")
+print(json.dumps({"kernel": type(native_kernel.run).__name__, "events": result.events,
+                  "metrics": {k: repr(v) for k, v in result.metrics.items()}}))
+"""
+
+
+def test_kernel_runs_as_plain_python_with_the_same_results() -> None:
+    """NUMBA_DISABLE_JIT=1 keeps the kernel debuggable (pdb); it must still give the same run."""
+    env = {k: v for k, v in os.environ.items() if k != "EVALSTOP_ENGINE"}
+    env["NUMBA_DISABLE_JIT"] = "1"
+    done = subprocess.run([sys.executable, "-c", PURE_PYTHON_RUN], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    config = load_sim_config(DEFAULTS, overrides={"workload.n_jobs": 30})
+    expected = simulate(config, parse_policy("EvalStop-2+SRTF-Est"), 7, engine="python")
+    assert got["kernel"] == "function", "the kernel was compiled: the JIT was not disabled"
+    assert got["events"] == expected.events
+    assert got["metrics"] == {k: repr(v) for k, v in expected.metrics.items()}
