@@ -6,6 +6,7 @@ system and run only when nothing healthier waits, which starves them rather than
 
 from __future__ import annotations
 
+from evalstop_gym.sim.native_kernel import KEY_EVAL_DEMOTE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
@@ -18,6 +19,7 @@ def past_peak(job: SchedulerJobView) -> bool:
 
 class EvalSched(PriorityScheduler):
     name = "EvalSched"
+    native_key = KEY_EVAL_DEMOTE
     incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 

@@ -6,6 +6,7 @@ than two checks have no measured rate yet and go first, as SLAQ favours fresh jo
 
 from __future__ import annotations
 
+from evalstop_gym.sim.native_kernel import KEY_LOSS_IMPROVEMENT
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
@@ -21,6 +22,7 @@ def loss_improvement(job: SchedulerJobView) -> float:
 
 class LossAware(PriorityScheduler):
     name = "LossAware"
+    native_key = KEY_LOSS_IMPROVEMENT
     incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 

@@ -45,7 +45,9 @@ VARIANTS: dict[str, dict[str, object]] = {
 }
 POLICIES = ("SRTF-Est", "FIFO", "SJF-Est", "EvalStop-2+SRTF-Est", "EvalStop-3+SRTF-Est",
             "EvalStop-1-best+SJF-Est", "StopAt-0.3+SRTF-Est", "StopAt-0.65+SJF-Est",
-            "LossPlateau+FIFO", "LossPlateau+SRTF-Est", "LossPlateau-0.001-5+FIFO")
+            "LossPlateau+FIFO", "LossPlateau+SRTF-Est", "LossPlateau-0.001-5+FIFO", "LossAware",
+            "EvalSched", "EvalStop-2+EvalSched", "StopAt-0.5+LossAware",
+            "LossPlateau+EvalSched")
 SEEDS = (3, 11)
 JOB_FIELDS = ("state", "progress", "next_check", "epoch", "has_run", "first_start", "end_time",
               "gpu_minutes", "gpu_minutes_after_peak", "n_preemptions", "observations",
@@ -171,7 +173,7 @@ def test_auto_selects_the_compiled_engine_for_a_native_policy() -> None:
 
 
 UNSUPPORTED = {
-    "LossAware": (lambda: parse_policy("LossAware"), "no native form"),
+    "Patience+FIFO": (lambda: parse_policy("Patience-2+FIFO"), "no native form"),
     "CUSUM+SRTF-Est": (lambda: parse_policy("CUSUM-0-3+SRTF-Est"), "no native form"),
     "SRTF-Est subclass": (LongestRemainingFirst, "no native form"),
     "EvalStop over a subclass": (lambda: EvalStop(2) + LongestRemainingFirst(),
@@ -208,8 +210,8 @@ def test_the_environment_variable_chooses_the_engine(monkeypatch: pytest.MonkeyP
 
 
 def test_simulate_refuses_native_for_an_unsupported_policy() -> None:
-    with pytest.raises(ValueError, match="LossAware"):
-        simulate(platform("default"), parse_policy("LossAware"), 0, engine="native")
+    with pytest.raises(ValueError, match="CUSUM"):
+        simulate(platform("default"), parse_policy("CUSUM-0-3+SRTF-Est"), 0, engine="native")
 
 
 # ---------------------------------------------------------------------------- errors

@@ -29,7 +29,9 @@ PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
 IDLE, RESTART, TRAIN, EVAL = 0, 1, 2, 3
 ARRIVAL, PHASE_END = 1, 0
 MILESTONE, COMPLETION = -1, -2
+# Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched (past peak first, then remaining), LossAware
 KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
+KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT = 3, 4
 RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
 OK, ERR_LEFT_WAITING, ERR_PAST = 0, 1, 2
 EPS = 1e-9
@@ -44,18 +46,37 @@ def _current_progress(phase, progress, now, phase_start, speed, duration):
 
 
 @njit(cache=True)
-def _key(key_kind, j, arrival, dur_est, progress):
-    """The scheduler's key (FIFO, SJF-Est, SRTF-Est) of job j at `progress`."""
-    if key_kind == KEY_ARRIVAL:
-        return arrival[j]
-    if key_kind == KEY_DURATION_ESTIMATE:
-        return dur_est[j]
-    return dur_est[j] * (1.0 - progress)
+def _rank_of(key_kind, j, progress, arrival, dur_est, chk_ptr, chk_idx, chk_score, chk_loss,
+             next_check):
+    """The scheduler's key of job j at `progress`, as (major, minor): a job ranks by (major,
+    minor, arrival, id). Only EvalSched uses the major part (past its peak or not)."""
+    if key_kind == KEY_ARRIVAL:                              # FIFO.key
+        return 0, arrival[j]
+    if key_kind == KEY_DURATION_ESTIMATE:                    # SJFEst.key
+        return 0, dur_est[j]
+    first, last = chk_ptr[j], chk_ptr[j] + next_check[j]   # the checks passed so far
+    if key_kind == KEY_LOSS_IMPROVEMENT:                     # LossAware.key
+        if last - first < 2 or chk_loss[last - 2] <= 0:
+            return 0, -np.inf
+        return 0, -((chk_loss[last - 2] - chk_loss[last - 1]) / chk_loss[last - 2])
+    remaining = dur_est[j] * (1.0 - progress)               # SRTFEst.key
+    if key_kind == KEY_REMAINING_ESTIMATE:
+        return 0, remaining
+    latest, best, n_evals = 0.0, -np.inf, 0                  # eval_sched.past_peak
+    for c in range(first, last):
+        if chk_idx[c] >= 0:
+            if n_evals > 0 and latest > best:
+                best = latest
+            latest = chk_score[c]
+            n_evals += 1
+    return (1 if n_evals >= 2 and latest < best else 0), remaining
 
 
 @njit(cache=True)
-def _before(key_a, arrival_a, a, key_b, arrival_b, b):
+def _before(major_a, key_a, arrival_a, a, major_b, key_b, arrival_b, b):
     """(key, arrival, id) of a ranks before that of b: PriorityScheduler._rank's order."""
+    if major_a != major_b:
+        return major_a < major_b
     if key_a != key_b:
         return key_a < key_b
     if arrival_a != arrival_b:
@@ -64,13 +85,13 @@ def _before(key_a, arrival_a, a, key_b, arrival_b, b):
 
 
 @njit(cache=True)
-def _waits_before(a, b, wait_key, arrival):
-    """Waiting job a ranks before waiting job b."""
-    return _before(wait_key[a], arrival[a], a, wait_key[b], arrival[b], b)
+def _ranks_before(a, b, major, key, arrival):
+    """Job a ranks before job b, on the keys they were last given."""
+    return _before(major[a], key[a], arrival[a], a, major[b], key[b], arrival[b], b)
 
 
 @njit(cache=True)
-def _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival):
+def _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival):
     """Put waiting job j into its demand class's heap (rank order: the best at the root)."""
     c = cls[j]
     base = cls_off[c]
@@ -79,7 +100,7 @@ def _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival):
     while i > 0:
         parent = (i - 1) // 2
         m = wait[base + parent]
-        if not _waits_before(j, m, wait_key, arrival):
+        if not _ranks_before(j, m, major, key, arrival):
             break
         wait[base + i] = m
         i = parent
@@ -87,7 +108,7 @@ def _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival):
 
 
 @njit(cache=True)
-def _wait_pop(c, cls_off, cls_size, wait, wait_key, arrival):
+def _wait_pop(c, cls_off, cls_size, wait, major, key, arrival):
     """Remove the best-ranked job of demand class c."""
     base = cls_off[c]
     cls_size[c] -= 1
@@ -101,10 +122,10 @@ def _wait_pop(c, cls_off, cls_size, wait, wait_key, arrival):
         a = wait[base + child]
         if child + 1 < size:
             b = wait[base + child + 1]
-            if _waits_before(b, a, wait_key, arrival):
+            if _ranks_before(b, a, major, key, arrival):
                 child += 1
                 a = b
-        if not _waits_before(a, j, wait_key, arrival):
+        if not _ranks_before(a, j, major, key, arrival):
             break
         wait[base + i] = a
         i = child
@@ -112,7 +133,7 @@ def _wait_pop(c, cls_off, cls_size, wait, wait_key, arrival):
 
 
 @njit(cache=True)
-def _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival, capacity):
+def _best_waiting(cls_gpus, cls_off, cls_size, wait, major, key, arrival, capacity):
     """The best-ranked waiting job needing at most `capacity` GPUs; -1 if none."""
     best = -1
     for c in range(cls_gpus.shape[0]):
@@ -120,14 +141,14 @@ def _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival, capacity
             break                              # classes ascend in demand
         if cls_size[c] > 0:
             m = wait[cls_off[c]]
-            if best < 0 or _waits_before(m, best, wait_key, arrival):
+            if best < 0 or _ranks_before(m, best, major, key, arrival):
                 best = m
     return best
 
 
 @njit(cache=True)
-def _fill(capacity, after, n_after, run_key, gpus, arrival, cls, cls_gpus, cls_off, cls_size,
-          wait, wait_key, keep, to_start, n_start):
+def _fill(capacity, after, n_after, gpus, arrival, cls, cls_gpus, cls_off, cls_size, wait, major,
+          key, keep, to_start, n_start):
     """`_fill` over the rank order of the ranked running jobs `after` and the waiting lists.
 
     Waiting jobs that do not fit are skipped by the greedy fill and never fit later (capacity
@@ -138,10 +159,8 @@ def _fill(capacity, after, n_after, run_key, gpus, arrival, cls, cls_gpus, cls_o
     """
     ri = 0
     while True:
-        best = _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival, capacity)
-        if ri < n_after and (best < 0 or _before(run_key[after[ri]], arrival[after[ri]],
-                                                  after[ri], wait_key[best], arrival[best],
-                                                  best)):
+        best = _best_waiting(cls_gpus, cls_off, cls_size, wait, major, key, arrival, capacity)
+        if ri < n_after and (best < 0 or _ranks_before(after[ri], best, major, key, arrival)):
             j = after[ri]
             ri += 1
             keep[j] = gpus[j] <= capacity
@@ -153,7 +172,7 @@ def _fill(capacity, after, n_after, run_key, gpus, arrival, cls, cls_gpus, cls_o
         to_start[n_start] = best
         n_start += 1
         capacity -= gpus[best]
-        _wait_pop(cls[best], cls_off, cls_size, wait, wait_key, arrival)
+        _wait_pop(cls[best], cls_off, cls_size, wait, major, key, arrival)
 
 
 @njit(cache=True)
@@ -238,15 +257,16 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
     cls_off[1:] = np.cumsum(np.bincount(cls, minlength=cls_gpus.shape[0]))[:-1]
     cls_size = np.zeros(cls_gpus.shape[0], np.int64)
     wait = np.empty(n, np.int64)
-    wait_key = np.zeros(n, np.float64)
+    # each job's key as last computed: frozen while it waits, refreshed while it runs
+    major = np.zeros(n, np.int64)
+    key = np.zeros(n, np.float64)
     n_wait = 0
     run_seq = np.full(n, -1, np.int64)        # Cluster._run_seq; -1: not running
     run_list = np.empty(n, np.int64)          # Cluster.running, unordered
     run_pos = np.full(n, -1, np.int64)
     n_run = 0
-    run_key = np.empty(n, np.float64)         # scratch of a preemptive pass
     # preemptive: running jobs by the key they had when last seen, largest first (negated)
-    rheap = [(0.0, 0.0, 0, 0)]
+    rheap = [(0, 0.0, 0.0, 0, 0)]             # (-major, -key, -arrival, -id, version)
     rheap.pop()
     run_version = np.zeros(n, np.int64)
     after = np.empty(n, np.int64)             # the ranked tail of a pass, ascending
@@ -288,33 +308,34 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
             # ------------------------------------------------ PriorityScheduler.schedule
             if not preemptive:
                 n_after = 0
-                n_start = _fill(free, after, 0, run_key, gpus, arrival, cls, cls_gpus, cls_off,
-                                cls_size, wait, wait_key, keep, to_start, 0)
+                n_start = _fill(free, after, 0, gpus, arrival, cls, cls_gpus, cls_off, cls_size,
+                                wait, major, key, keep, to_start, 0)
             else:
                 # PriorityIndex.allocate, lazily: running jobs are taken from the bottom of the
                 # ranking up (their stored keys bound their keys from above: keys never rise
-                # while a job runs), until the waiting jobs ranked before the lowest one taken
-                # fit in the GPUs it and those below it free. Every running job above it keeps
-                # its GPUs whatever the exact order; the exact fill covers the rest.
-                first = _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival,
+                # while a job runs between two checks), until the waiting jobs ranked before
+                # the lowest one taken fit in the GPUs it and those below it free. Every running
+                # job above it keeps its GPUs whatever the exact order; the exact fill covers
+                # the rest.
+                first = _best_waiting(cls_gpus, cls_off, cls_size, wait, major, key, arrival,
                                       total_gpus)
                 n_top, n_pending, n_prefix = 0, 0, 0
                 room = free
                 while True:
                     nxt = -1
                     while True:                # the next running job down the ranking
-                        while len(rheap) > 0 and (run_pos[-rheap[0][2]] < 0
-                                                  or rheap[0][3] != run_version[-rheap[0][2]]):
+                        while len(rheap) > 0 and (run_pos[-rheap[0][3]] < 0
+                                                  or rheap[0][4] != run_version[-rheap[0][3]]):
                             heapq.heappop(rheap)   # stale: ended, preempted or re-keyed
-                        bound = -1
-                        if len(rheap) > 0 and _before(wait_key[first], arrival[first], first,
-                                                      -rheap[0][0], -rheap[0][1],
-                                                      -rheap[0][2]):
-                            bound = -rheap[0][2]
+                        bound = -1             # the largest stored entry ranked after `first`
+                        if len(rheap) > 0 and _before(
+                                major[first], key[first], arrival[first], first, -rheap[0][0],
+                                -rheap[0][1], -rheap[0][2], -rheap[0][3]):
+                            bound = -rheap[0][3]
                         if n_pending > 0:
                             m = pending[n_pending - 1]
-                            if bound < 0 or _before(-rheap[0][0], -rheap[0][1], bound,
-                                                    run_key[m], arrival[m], m):
+                            if bound < 0 or _before(-rheap[0][0], -rheap[0][1], -rheap[0][2],
+                                                    bound, major[m], key[m], arrival[m], m):
                                 nxt = m
                                 n_pending -= 1
                                 break
@@ -322,51 +343,49 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                             break
                         heapq.heappop(rheap)
                         j = bound
-                        run_key[j] = _key(key_kind, j, arrival, dur_est, _current_progress(
-                            phase[j], progress[j], now, phase_start[j], speed[j], duration[j]))
-                        if _before(wait_key[first], arrival[first], first, run_key[j],
-                                   arrival[j], j):
+                        major[j], key[j] = _rank_of(
+                            key_kind, j, _current_progress(phase[j], progress[j], now,
+                                                           phase_start[j], speed[j],
+                                                           duration[j]),
+                            arrival, dur_est, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
+                        if _ranks_before(first, j, major, key, arrival):
                             r = n_pending          # pending stays ascending
-                            while r > 0 and _before(run_key[j], arrival[j], j,
-                                                    run_key[pending[r - 1]],
-                                                    arrival[pending[r - 1]], pending[r - 1]):
+                            while r > 0 and _ranks_before(j, pending[r - 1], major, key,
+                                                          arrival):
                                 pending[r] = pending[r - 1]
                                 r -= 1
                             pending[r] = j
                             n_pending += 1
                         else:
                             run_version[j] += 1
-                            heapq.heappush(rheap, (-run_key[j], -arrival[j], -j,
+                            heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
                                                    run_version[j]))
                     if nxt < 0:                # the whole tail is ranked: the plain fill
                         for k in range(n_prefix):
-                            _wait_push(prefix[k], cls, cls_off, cls_size, wait, wait_key,
+                            _wait_push(prefix[k], cls, cls_off, cls_size, wait, major, key,
                                        arrival)
                         taken = 0
                         break
                     top[n_top] = nxt
                     n_top += 1
                     room += gpus[nxt]
-                    while sizes[n_prefix] <= room and (n_prefix == 0 or _before(
-                            wait_key[prefix[n_prefix - 1]], arrival[prefix[n_prefix - 1]],
-                            prefix[n_prefix - 1], run_key[nxt], arrival[nxt], nxt)):
-                        m = _best_waiting(cls_gpus, cls_off, cls_size, wait, wait_key, arrival,
+                    while sizes[n_prefix] <= room and (n_prefix == 0 or _ranks_before(
+                            prefix[n_prefix - 1], nxt, major, key, arrival)):
+                        m = _best_waiting(cls_gpus, cls_off, cls_size, wait, major, key, arrival,
                                           total_gpus)
-                        if m < 0 or _before(run_key[nxt], arrival[nxt], nxt, wait_key[m],
-                                            arrival[m], m):
+                        if m < 0 or _ranks_before(nxt, m, major, key, arrival):
                             break
-                        _wait_pop(cls[m], cls_off, cls_size, wait, wait_key, arrival)
+                        _wait_pop(cls[m], cls_off, cls_size, wait, major, key, arrival)
                         prefix[n_prefix] = m
                         sizes[n_prefix + 1] = sizes[n_prefix] + gpus[m]
                         n_prefix += 1
                     taken = n_prefix
-                    while taken > 0 and _before(run_key[nxt], arrival[nxt], nxt,
-                                                wait_key[prefix[taken - 1]],
-                                                arrival[prefix[taken - 1]], prefix[taken - 1]):
+                    while taken > 0 and _ranks_before(nxt, prefix[taken - 1], major, key,
+                                                      arrival):
                         taken -= 1
                     if sizes[taken] <= room:   # everything ranked above nxt fits: settled
                         for k in range(taken, n_prefix):
-                            _wait_push(prefix[k], cls, cls_off, cls_size, wait, wait_key,
+                            _wait_push(prefix[k], cls, cls_off, cls_size, wait, major, key,
                                        arrival)
                         break
                 for k in range(taken):
@@ -374,13 +393,14 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 n_after = n_top
                 for k in range(n_top):         # the ranked tail, ascending
                     after[k] = top[n_top - 1 - k]
-                n_start = _fill(room - sizes[taken], after, n_after, run_key, gpus, arrival,
-                                cls, cls_gpus, cls_off, cls_size, wait, wait_key, keep, to_start,
+                n_start = _fill(room - sizes[taken], after, n_after, gpus, arrival, cls,
+                                cls_gpus, cls_off, cls_size, wait, major, key, keep, to_start,
                                 taken)
                 for k in range(n_pending):     # ranked but above the settled point: kept
                     j = pending[k]
                     run_version[j] += 1
-                    heapq.heappush(rheap, (-run_key[j], -arrival[j], -j, run_version[j]))
+                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
+                                           run_version[j]))
             n_wait -= n_start
             # ------------------------------------------------ Cluster._apply: preempt, start
             n_drop = 0
@@ -388,7 +408,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 j = after[i]
                 if keep[j]:
                     run_version[j] += 1
-                    heapq.heappush(rheap, (-run_key[j], -arrival[j], -j, run_version[j]))
+                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
+                                           run_version[j]))
                 else:
                     to_preempt[n_drop] = j
                     n_drop += 1
@@ -405,8 +426,9 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 run_pos[j] = -1
                 n_run -= 1
                 run_seq[j] = -1
-                wait_key[j] = _key(key_kind, j, arrival, dur_est, progress[j])
-                _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival)
+                major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est, chk_ptr,
+                                            chk_idx, chk_score, chk_loss, next_check)
+                _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
                 n_wait += 1
                 free += gpus[j]
                 state[j] = PREEMPTED
@@ -422,10 +444,10 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 run_pos[j] = n_run
                 n_run += 1
                 free -= gpus[j]
-                if preemptive:
+                if preemptive:                 # its waiting key: its key now, as it starts
                     run_version[j] += 1
-                    heapq.heappush(rheap, (-_key(key_kind, j, arrival, dur_est, progress[j]),
-                                           -arrival[j], -j, run_version[j]))
+                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
+                                           run_version[j]))
                 state[j] = RUNNING
                 if np.isnan(first_start[j]):
                     first_start[j] = now
@@ -457,8 +479,9 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
         now = t
         popped += 1
         if kind == ARRIVAL:
-            wait_key[j] = _key(key_kind, j, arrival, dur_est, progress[j])
-            _wait_push(j, cls, cls_off, cls_size, wait, wait_key, arrival)
+            major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est, chk_ptr,
+                                        chk_idx, chk_score, chk_loss, next_check)
+            _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
             n_wait += 1
             needs_pass = True
             continue
@@ -494,6 +517,15 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 finished = COMPLETED
             else:
                 new_phase = TRAIN
+                if preemptive and key_kind >= KEY_EVAL_DEMOTE:
+                    # a key read off the history may rise at a check: store it afresh, as the
+                    # cluster's change log makes PriorityIndex re-view the job
+                    major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est,
+                                                chk_ptr, chk_idx, chk_score, chk_loss,
+                                                next_check)
+                    run_version[j] += 1
+                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
+                                           run_version[j]))
         if finished >= 0:                      # Cluster._end (the job is running)
             _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
                     gpu_after)
