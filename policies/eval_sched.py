@@ -6,7 +6,7 @@ system and run only when nothing healthier waits, which starves them rather than
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native_kernel import KEY_EVAL_DEMOTE
+from evalstop_gym.sim.native import KEY_EVAL_DEMOTE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler

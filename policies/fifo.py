@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native_kernel import KEY_ARRIVAL
+from evalstop_gym.sim.native import KEY_ARRIVAL
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler

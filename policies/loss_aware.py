@@ -6,7 +6,7 @@ than two checks have no measured rate yet and go first, as SLAQ favours fresh jo
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native_kernel import KEY_LOSS_IMPROVEMENT
+from evalstop_gym.sim.native import KEY_LOSS_IMPROVEMENT
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler

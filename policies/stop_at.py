@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalstop_gym.sim.native_kernel import RULE_PROGRESS
+from evalstop_gym.sim.native import RULE_PROGRESS
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 

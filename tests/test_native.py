@@ -22,7 +22,7 @@ from evalstop_gym.sim import native
 from evalstop_gym.sim.cluster import Cluster
 from evalstop_gym.sim.jobs import Job
 from evalstop_gym.sim.kernel import SimulationError
-from evalstop_gym.sim.native_kernel import KEY_REMAINING_ESTIMATE, RULE_DECLINES
+from evalstop_gym.sim.native import KEY_REMAINING_ESTIMATE, RULE_DECLINES
 from evalstop_gym.sim.view import SchedulerJobView
 from evalstop_gym.sim.workload import JOB_TYPES, generate_workload
 from evalstop_gym.simulate import score, simulate

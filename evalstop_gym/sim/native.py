@@ -9,6 +9,7 @@ faster. `engine="python"` (or EVALSTOP_ENGINE=python) forces the reference.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from collections.abc import Callable
@@ -17,21 +18,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..config import SimConfig
-from . import native_kernel as kernel
-from .cluster import _merge_checks
+from .cluster import COMPLETION, _merge_checks
 from .curves import exp_loss
 from .jobs import Job, JobState, Observation
 from .kernel import SimulationError
 from .workload import JOB_TYPES
 
-try:
-    import numba  # noqa: F401
-
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - numba is a dependency; kept for odd platforms
-    AVAILABLE = False
-
+AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
 ENGINES = ("auto", "native", "python")
+# Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched (past peak first, then remaining), LossAware
+KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
+KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT = 3, 4
+# Stop rules: none, EvalStop-k, StopAt-p, LossPlateau
+RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
 STATES = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED,
           JobState.STOPPED)
 
@@ -47,7 +46,7 @@ class NativeSpec(NamedTuple):
 
     key: int
     preemptive: bool
-    rule: int = kernel.RULE_NONE
+    rule: int = RULE_NONE
     monitored: tuple[int, int, int] = (0, 0, 0)
     best_variant: bool = False     # RULE_DECLINES: a decline must also be below the best so far
     p: float = 0.0                 # RULE_PROGRESS: stop at this progress
@@ -86,6 +85,8 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
     """Run `jobs` to their end under `spec`, leaving each job as `Cluster.run` would; returns the
     number of events processed. Stop reasons come from `policy.native_reason(job_type, value)`,
     with the value the compiled rule reports."""
+    from . import native_kernel as kernel
+
     total = config.cluster.gpus
     if any(job.job_id != i for i, job in enumerate(jobs)):
         raise SimulationError("jobs must be numbered 0..n-1 in list order")
@@ -200,7 +201,7 @@ def _unpack(jobs: list[Job], packed: dict[str, Any], out: dict[str, np.ndarray],
         checks, first_c = job.checks, ptr[i]
         job.observations = [
             Observation(checks[c - first_c][0], time[c], loss[c], score[c] if idx[c] >= 0 else None)
-            for c in range(first_c, first_c + job.next_check) if idx[c] != kernel.COMPLETION]
+            for c in range(first_c, first_c + job.next_check) if idx[c] != COMPLETION]
         if state is JobState.STOPPED:
             key = (job.job_type, cols["stop_value"][i])
             if key not in reasons:

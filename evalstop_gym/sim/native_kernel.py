@@ -24,17 +24,22 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
             return args[0]
         return lambda fn: fn
 
-# Codes shared with native.py. Job states and phases follow jobs.JobState / jobs.Phase.
+from .cluster import ARRIVAL, COMPLETION, EPS, PHASE_END
+from .native import (  # the spec's vocabulary: priority keys and stop rules
+    KEY_ARRIVAL,
+    KEY_DURATION_ESTIMATE,
+    KEY_EVAL_DEMOTE,
+    KEY_LOSS_IMPROVEMENT,
+    KEY_REMAINING_ESTIMATE,
+    RULE_LOSS_PLATEAU,
+    RULE_NONE,
+    RULE_PROGRESS,
+)
+
+# Job states and phases in native.STATES and jobs.Phase order
 PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
 IDLE, RESTART, TRAIN, EVAL = 0, 1, 2, 3
-ARRIVAL, PHASE_END = 1, 0
-MILESTONE, COMPLETION = -1, -2
-# Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched (past peak first, then remaining), LossAware
-KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
-KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT = 3, 4
-RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
 OK, ERR_LEFT_WAITING, ERR_PAST = 0, 1, 2
-EPS = 1e-9
 
 
 @njit(cache=True)
