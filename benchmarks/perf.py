@@ -173,8 +173,6 @@ def scale_child(n_jobs: int, gpus: int, engine: str = "auto", seed: int = 42) ->
     """One scaling point, meant to run alone in a fresh process (see `scale_point`).
 
     A 50-job run first compiles (or loads) the kernel; it is timed apart, as `warmup_s`."""
-    import resource
-
     t0 = time.perf_counter()
     simulate(e2_config(50, 64), parse_policy(HEADLINE), seed, engine=engine)
     warmup = time.perf_counter() - t0
@@ -182,9 +180,8 @@ def scale_child(n_jobs: int, gpus: int, engine: str = "auto", seed: int = 42) ->
     t0, c0 = time.perf_counter(), time.process_time()
     result = simulate(config, parse_policy(HEADLINE), seed, engine=engine)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"jobs": n_jobs, "gpus": gpus, "engine": engine, "wall_s": wall, "cpu_s": cpu,
-            "warmup_s": warmup, "peak_mem_mb": rss_kb / 1024, "events": result.events,
+            "warmup_s": warmup, "peak_mem_mb": peak_rss_mb(), "events": result.events,
             "jct": result.metrics["jct"], "wasted": result.metrics["wasted_frac"]}
 
 
@@ -254,19 +251,30 @@ def philly_replay(timeout: float, engine: str = "auto") -> dict[str, Any] | None
 
 def philly_child(engine: str = "auto", seed: int = 42) -> dict[str, Any]:
     """The whole trace (every virtual cluster, every hour) on PHILLY_GPUS GPUs."""
-    import resource
-
     simulate(e2_config(50, 64), parse_policy(HEADLINE), seed, engine=engine)   # warm-up
     config = load_sim_config(overrides={
         "workload.source": "philly", "trace.path": str(PHILLY), "trace.cluster": "",
         "trace.start": "", "trace.hours": 1e7, "trace.max_jobs": 0, "cluster.gpus": PHILLY_GPUS})
     t0, c0 = time.perf_counter(), time.process_time()
     result = simulate(config, parse_policy(HEADLINE), seed, engine=engine)
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"jobs": len(result.records), "gpus": PHILLY_GPUS, "events": result.events,
             "engine": engine, "jct": result.metrics["jct"],
             "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-            "peak_mem_mb": rss_kb / 1024}
+            "peak_mem_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. Linux's VmHWM is the process's own since exec;
+    `ru_maxrss`, the fallback elsewhere, also counts the parent's memory at the fork."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _child(code: str, timeout: float, failed: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 `Cluster` stays the reference and the only engine for the env, heterogeneous clusters and any
 policy written in Python. A policy that can be described by numbers (a priority key the kernel
 knows, preemptive or not, and one of the paper's stop rules) says so through `native_spec()`;
-`simulate` then runs it here, with results identical to `Cluster.run` bit for bit, about 20x
-faster. `engine="python"` (or EVALSTOP_ENGINE=python) forces the reference.
+`simulate` then runs it here, with results identical to `Cluster.run` bit for bit, 5x faster per
+E2 run and 10x at 100k jobs (PERFORMANCE.md). `engine="python"` (or EVALSTOP_ENGINE=python)
+forces the reference.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class NativeSpec(NamedTuple):
     """A policy as the compiled engine runs it.
 
     `key` orders jobs (smaller first, ties on arrival then id) as `PriorityScheduler.key` does:
-    KEY_ARRIVAL, KEY_DURATION_ESTIMATE or KEY_REMAINING_ESTIMATE. `rule` is the stop rule;
+    one of the KEY_* codes above. `rule` is the stop rule (a RULE_* code);
     `monitored` holds, per job type in `workload.JOB_TYPES` order, its k (RULE_DECLINES) or 1 (other
     rules) for a monitored type and 0 for one the rule never stops.
     """
@@ -108,10 +109,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
         total, float(config.cluster.preemption_overhead_min), spec.key, spec.preemptive,
         spec.rule, np.asarray(spec.monitored, np.int64), spec.best_variant, float(spec.p),
         float(spec.threshold), int(spec.window),
-        packed["arrival"], packed["gpus"], packed["duration"], packed["dur_est"],
-        packed["eval_min"], packed["peak"], packed["speed"], packed["jtype"],
-        packed["chk_ptr"], packed["chk_prog"], packed["chk_idx"], packed["chk_score"],
-        packed["chk_loss"], **out)
+        **packed, **out)
     if status == kernel.ERR_LEFT_WAITING:
         raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "
                               "started them")
@@ -122,7 +120,8 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
 
 
 def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
-    """Jobs as arrays; each job's check points (evals, milestones, completion) laid end to end.
+    """Jobs as arrays named as `native_kernel.run`'s parameters; each job's check points (evals,
+    milestones, completion) laid end to end.
 
     Jobs usually share one eval schedule (the same array object), so the checks, scores and
     losses are computed per schedule, as a matrix over its jobs.
