@@ -256,3 +256,42 @@ def test_kernel_runs_as_plain_python_with_the_same_results() -> None:
     assert got["kernel"] == "function", "the kernel was compiled: the JIT was not disabled"
     assert got["events"] == expected.events
     assert got["metrics"] == {k: repr(v) for k, v in expected.metrics.items()}
+
+
+# ---------------------------------------------------------------------------- information boundary
+
+HIDDEN_NAMES = {"duration", "peak", "is_hacking", "eval_true", "curve_params", "gpu_after"}
+
+
+def test_the_compiled_policy_logic_takes_no_hidden_array() -> None:
+    """The kernel's stand-ins for a policy (stop rules, priority keys) read only what a view shows:
+    observed scores, the loss at each check, progress, arrival and the type's estimate."""
+    from evalstop_gym.sim import native_kernel
+
+    for fn in (native_kernel._decide, native_kernel._rank_of):
+        code = getattr(fn, "py_func", fn).__code__
+        params = set(code.co_varnames[:code.co_argcount])
+        assert not params & HIDDEN_NAMES, f"{fn.__name__} takes {params & HIDDEN_NAMES}"
+
+
+@pytest.mark.parametrize("policy_name", ["EvalStop-2+SRTF-Est", "StopAt-0.5+EvalSched",
+                                         "LossPlateau+LossAware"])
+def test_compiled_decisions_ignore_hidden_labels(policy_name: str) -> None:
+    """Flip every hacking label and move every true peak and true curve: what the compiled
+    engine decides (events, stops, ends, preemptions, what each job observed) stays the same."""
+    config = platform("heavy-256gpu")
+    runs = []
+    for scramble in (False, True):
+        jobs = generate_workload(config, 5)
+        if scramble:
+            for job in jobs:
+                job.is_hacking = not job.is_hacking
+                job.peak_progress = 1.0 - job.peak_progress
+                job.eval_true = job.eval_true[::-1].copy()
+                job.curve_params = ()
+        policy = parse_policy(policy_name)
+        policy.reset()
+        events = native.run(config, jobs, native.select(config, policy, "native"), policy)
+        runs.append((events, [(j.state, repr(j.end_time), j.n_preemptions, j.stop_reason,
+                               j.observations) for j in jobs]))
+    assert runs[0] == runs[1]
