@@ -29,9 +29,8 @@ import numpy as np
 from evalstop_gym.config import SimConfig, load_sim_config
 from evalstop_gym.experiment import load_experiment
 from evalstop_gym.sim import native
-from evalstop_gym.sim.cluster import Cluster
 from evalstop_gym.sim.workload import generate_workload
-from evalstop_gym.simulate import collector_paused, simulate
+from evalstop_gym.simulate import collector_paused, run_jobs, simulate
 from policies import parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,12 +125,7 @@ def _timed_run(config: SimConfig, policy: Any, spec: Any, seed: int) -> tuple[fl
     gc.collect()
     with collector_paused():
         t0 = time.perf_counter()
-        if spec is None:
-            cluster = Cluster(config, jobs, milestones=policy.milestones)
-            cluster.run(policy)
-            events = cluster.queue.popped
-        else:
-            events = native.run(config, jobs, spec, policy)
+        events = run_jobs(config, jobs, policy, spec)
         return time.perf_counter() - t0, events
 
 

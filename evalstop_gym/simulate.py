@@ -57,13 +57,19 @@ def simulate(config: SimConfig, policy: Policy, seed: int, engine: str | None = 
     spec = native.select(config, policy, engine)
     with collector_paused():
         jobs = generate_workload(config, seed)
-        if spec is not None:
-            events = native.run(config, jobs, spec, policy)
-        else:
-            cluster = Cluster(config, jobs, milestones=policy.milestones)
-            cluster.run(policy)
-            events = cluster.queue.popped
+        events = run_jobs(config, jobs, policy, spec)
         return score(config, events, jobs, policy.name, seed)
+
+
+def run_jobs(config: SimConfig, jobs: list[Job], policy: Policy,
+             spec: native.NativeSpec | None) -> int:
+    """Run `jobs` to their end under `policy` (reset), on the compiled engine when `spec` is
+    given (see `native.select`), else on the reference; returns the number of events."""
+    if spec is not None:
+        return native.run(config, jobs, spec, policy)
+    cluster = Cluster(config, jobs, milestones=policy.milestones)
+    cluster.run(policy)
+    return cluster.queue.popped
 
 
 @contextmanager
