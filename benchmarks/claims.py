@@ -2,7 +2,8 @@
 
 Every "ours" comes from the runs DataFrames; nothing measured is typed here. Verdicts:
 `reproduced` (within the stated tolerance, or the stated bound holds), `same direction` (the
-sign of the effect agrees but its size does not), `not reproduced` (with the measured number).
+sign of the effect agrees but its size does not, or a stated change is not significant over our
+seeds), `not reproduced` (with the measured number).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .stats import improvement, mean_ci, welch_p
 Runs = Mapping[str, pd.DataFrame]
 SRTF, EVAL2 = "SRTF-Est", "EvalStop-2+SRTF-Est"
 REPRO, SAME, NOT = "reproduced", "same direction", "not reproduced"
+ALPHA = 0.05   # a stated change is established when Welch's p is below this (or nothing varies)
 
 
 class Stat(NamedTuple):
@@ -96,10 +98,12 @@ def delta(exp: str, claim: str, metric: str, cell: Stat, ref: Stat, paper: float
         return Row(exp, claim, paper_s, ours, NOT, "undefined")
     if d * better <= 0:
         return Row(exp, claim, paper_s, ours, NOT, "opposite sign or no change")
-    if paper is None or abs(d - paper) <= tol:
-        return Row(exp, claim, paper_s, ours, REPRO, "right sign" + (
-            "" if paper is None else f", within ±{tol:g} points"))
-    return Row(exp, claim, paper_s, ours, SAME, f"right sign, size off by {d - paper:+.1f} points")
+    within = paper is None or abs(d - paper) <= tol
+    size = ("" if paper is None else f", within ±{tol:g} points" if within
+            else f", size off by {d - paper:+.1f} points")
+    if p >= ALPHA:   # False for NaN: no spread on either side, the change is exact
+        return Row(exp, claim, paper_s, ours, SAME, f"right sign, not significant{size}")
+    return Row(exp, claim, paper_s, ours, REPRO if within else SAME, f"right sign{size}")
 
 
 def ratio(exp: str, claim: str, paper: float, cell: Stat, ref: Stat, tol: float) -> Row:

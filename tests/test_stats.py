@@ -99,3 +99,16 @@ def test_delta_of_the_wrong_sign_is_never_reproduced():
     assert delta("E", "c", "jct", _stat(110.0), _stat(100.0), None, 0, +1).verdict == NOT
     assert delta("E", "c", "wasted_frac", _stat(0.25), _stat(0.2), -21.8, 5, -1).verdict == NOT
     assert delta("E", "c", "jct", _stat(90.0), _stat(100.0), 9.4, 5, +1).verdict == REPRO
+
+
+def test_a_change_that_is_not_significant_is_only_the_same_direction():
+    """+3% JCT over seeds that scatter by 20%: the right sign and size, but not established."""
+    from benchmarks.claims import REPRO, SAME, Stat, delta
+
+    noisy_ref = Stat(100.0, 0.0, 5, [80.0, 90.0, 100.0, 110.0, 120.0])
+    noisy_cell = Stat(97.0, 0.0, 5, [77.0, 87.0, 97.0, 107.0, 117.0])
+    row = delta("E", "c", "jct", noisy_cell, noisy_ref, 3.0, 5, +1)
+    assert row.verdict == SAME and "not significant" in row.why
+    tight_ref = Stat(100.0, 0.0, 5, [99.0, 99.5, 100.0, 100.5, 101.0])
+    tight_cell = Stat(97.0, 0.0, 5, [96.0, 96.5, 97.0, 97.5, 98.0])
+    assert delta("E", "c", "jct", tight_cell, tight_ref, 3.0, 5, +1).verdict == REPRO
