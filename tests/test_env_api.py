@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import evalstop_gym  # noqa: F401
 from evalstop_gym.env import EvalStopClusterEnv, HeuristicAgent
+from evalstop_gym.sim.view import SchedulerJobView
 
 SMALL = {"workload.n_jobs": 30}
 
@@ -59,14 +60,19 @@ def test_unseeded_reset_is_reproducible_and_avoids_paper_seeds():
 
 
 def test_info_has_no_hidden_fields_until_the_end():
-    """During an episode info carries only time, job id and the mask; metrics come at the end."""
+    """During an episode info carries only time, job id, the mask and views of ended jobs (the
+    information boundary's plain records); metrics come at the end."""
     env = make()
     agent = HeuristicAgent.from_name("EvalStop-2")
     obs, info = env.reset(seed=5)
-    done = False
+    done, ended = False, []
     while not done:
-        assert set(info) <= {"time", "job_id", "action_mask"}
+        assert set(info) <= {"time", "job_id", "action_mask", "ended_jobs"}
+        assert all(type(v) is SchedulerJobView and v.state in ("completed", "stopped")
+                   for v in info["ended_jobs"])
+        ended += [v.job_id for v in info["ended_jobs"]]
         obs, _, done, _, info = env.step(agent.act(obs))
+    assert len(ended) == len(set(ended)) > 0, "each ended job is reported once"
     assert {"metrics", "reward_terms"} <= set(info)
     assert info["metrics"]["n_stopped"] >= 0
 
@@ -129,7 +135,12 @@ def test_episode_gpu_terms_sum_to_the_records(control):
             sum(r["gpu_minutes_after_peak"] for r in records) / 1000.0, rel=1e-9)
 
 
-def test_heuristic_agent_refuses_detectors_that_learn_from_ended_jobs():
-    """No observation carries ended jobs: such a detector would silently never stop a job."""
-    with pytest.raises(ValueError, match="simulate"):
-        HeuristicAgent.from_name("MedianPruner")
+def test_a_detector_that_learns_from_ended_jobs_needs_the_info():
+    """Without info['ended_jobs'] such a detector would silently never warm up: act says so."""
+    env = gym.make("EvalStopCluster-v0", config="e2", **{"workload.n_jobs": 10})
+    obs, info = env.reset(seed=0)
+    agent = HeuristicAgent.from_name("MedianPruner")
+    with pytest.raises(ValueError, match="info"):
+        agent.act(obs)
+    assert agent.act(obs, info) in (0, 1)
+    assert info["ended_jobs"] == ()

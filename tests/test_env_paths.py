@@ -28,13 +28,13 @@ def _same(a: dict, b: dict) -> bool:
                for k in a if k not in SKIP)
 
 
-def run_env(agent, seed: int, control: str = "stop"):
+def run_env(agent, seed: int, control: str = "stop", with_info: bool = False, **overrides):
     env = gym.make("EvalStopCluster-v0", config="e2", control=control,
-                   milestones=getattr(agent, "milestones", ()), **SMALL)
-    obs, _ = env.reset(seed=seed)
+                   milestones=getattr(agent, "milestones", ()), **{**SMALL, **overrides})
+    obs, info = env.reset(seed=seed)
     done = False
     while not done:
-        action, _ = agent.predict(obs)
+        action = agent.act(obs, info) if with_info else agent.predict(obs)[0]
         obs, _, done, _, info = env.step(action)
     return env.unwrapped, info
 
@@ -52,6 +52,20 @@ def test_env_path_equals_direct_path(detector, seed):
     assert _same(direct.metrics, info["metrics"])
     if detector != "NoStop":
         assert direct.metrics["n_stopped"] > 0
+
+
+@pytest.mark.parametrize("detector", ["MedianPruner", "CUSUM", "BOCPD"])
+def test_detectors_that_learn_from_ended_jobs_act_the_same_through_the_env(detector):
+    """Fed info['ended_jobs'], a detector that learns across jobs (on_job_end) makes the same
+    decisions through the env as in simulate, where the cluster calls on_job_end itself."""
+    agent = HeuristicAgent.from_name(detector)
+    agent.reset()
+    env, info = run_env(agent, 7, with_info=True, **{"workload.n_jobs": 120})
+    direct = simulate(env.config, make_policy("SRTF-Est", detector), 7)
+    for a, b in zip(direct.records, env.episode_result().records, strict=True):
+        assert _same(a, b), (a, b)
+    assert _same(direct.metrics, info["metrics"])
+    assert direct.metrics["n_stopped"] > 0
 
 
 def test_full_mode_with_no_stops_and_no_picks_is_the_base_scheduler():

@@ -1,11 +1,11 @@
-"""Heuristic stop rules as env agents: they act from observations alone.
+"""Heuristic stop rules as env agents: they act from observations (and `info`) alone.
 
 `HeuristicAgent` decodes a stop-mode observation back into a `SchedulerJobView` (`decode_stop`)
-and asks the detector, so a detector in `policies/` runs through the env unchanged, as long as it
-judges a job from that job's own history: the observation carries nothing about other, ended jobs,
-so detectors that learn from them (`on_job_end`: MedianPruner, CUSUM, BOCPD) are refused rather
-than silently never warming up. `act` and `predict` (the SB3 shape, which `evaluate_policy` calls)
-serve single and batched observations.
+and asks the detector, so a detector in `policies/` runs through the env unchanged. Detectors
+that learn from other jobs' ends (`on_job_end`: MedianPruner, CUSUM and BOCPD with an estimated
+noise level) are fed `info["ended_jobs"]`, so they need `act(obs, info)`; called without `info`
+they raise rather than silently never warm up. `act` and `predict` (the SB3 shape, which
+`evaluate_policy` calls) serve single and batched observations.
 """
 
 from __future__ import annotations
@@ -36,13 +36,11 @@ class HeuristicAgent:
     def __init__(self, detector: Detector | None) -> None:
         from policies.detector import DetectorBase  # the policies package sits above the env
 
-        if detector is not None and type(detector).on_job_end is not DetectorBase.on_job_end:
-            raise ValueError(f"{detector.name} learns from ended jobs (on_job_end), which no "
-                             "observation carries; score it with simulate(config, "
-                             "make_policy(base, name), seed) instead")
         self.detector = detector
         self.name = detector.name if detector is not None else "NoStop"
         self.milestones: tuple[float, ...] = tuple(detector.milestones) if detector else ()
+        self.learns_from_ends = (detector is not None and type(detector).on_job_end
+                                 is not DetectorBase.on_job_end)
 
     @classmethod
     def from_name(cls, name: str) -> HeuristicAgent:
@@ -51,7 +49,18 @@ class HeuristicAgent:
 
         return cls(make_detector(name))
 
-    def act(self, obs: Mapping[str, np.ndarray]) -> int:
+    def reset(self) -> None:
+        """Forget what was learnt from ended jobs: call it with `env.reset` for a fresh episode."""
+        if self.detector is not None:
+            self.detector.reset()
+
+    def act(self, obs: Mapping[str, np.ndarray], info: Mapping[str, Any] | None = None) -> int:
+        if self.learns_from_ends:
+            if info is None:
+                raise ValueError(f"{self.name} learns from ended jobs: call act(obs, info) with "
+                                 "the env's info, which carries them as info['ended_jobs']")
+            for view in info.get("ended_jobs", ()):
+                self.detector.on_job_end(view)  # type: ignore[union-attr]
         if self.detector is None or not np.any(obs["job"]):
             return 0
         view, cluster = decode_stop(obs)

@@ -82,7 +82,9 @@ class EvalStopClusterEnv(gym.Env):
     ## Episode End
     `terminated` when every job has ended; then `info["metrics"]` holds the run's paper metrics
     and `info["reward_terms"]` the episode's unweighted term sums. Never truncated (add a
-    `TimeLimit` wrapper for a step budget). No per-job hidden label appears in `info`.
+    `TimeLimit` wrapper for a step budget). Every `info["ended_jobs"]` holds the views of the jobs
+    that ended since the previous step, what `on_job_end` receives in `simulate` (for detectors
+    that learn across jobs). No per-job hidden label appears in `info`.
 
     ## Arguments
     `config`: experiment name ("e2"), "defaults", or a `SimConfig`. `base_scheduler`: a
@@ -130,6 +132,7 @@ class EvalStopClusterEnv(gym.Env):
         self._jobs: list[Job] = []
         self._request: CheckRequest | ScheduleRequest | None = None
         self._rows: list[SchedulerJobView] = []
+        self._ended: list[SchedulerJobView] = []   # views of jobs ended since the last info
         self._seed = -1
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -141,6 +144,7 @@ class EvalStopClusterEnv(gym.Env):
             self.np_random.integers(*UNSEEDED_SEED_RANGE))
         self.base.reset()
         self._cluster, self._jobs = make_cluster(self.config, self._seed, self.milestones)
+        self._ended = []
         self._meter = RewardMeter(self.config.reward, self._cluster, self._jobs,
                                   wasted_on_decision=self.control == "stop")
         continued: list[Job] = []
@@ -206,7 +210,7 @@ class EvalStopClusterEnv(gym.Env):
             else:
                 cluster.answer_check(CONTINUE)
                 continued.append(self._jobs[request.job.job_id])
-            cluster.pop_finished()
+            self._ended += cluster.pop_finished()
         return None
 
     def _answer_check(self, action: Any, stopped: list[Job], continued: list[Job]) -> None:
@@ -215,7 +219,7 @@ class EvalStopClusterEnv(gym.Env):
         stop = int(np.asarray(action).reshape(-1)[0]) == 1
         self._cluster.answer_check(AGENT_STOP if stop else CONTINUE)
         (stopped if stop else continued).append(job)
-        self._cluster.pop_finished()
+        self._ended += self._cluster.pop_finished()
 
     def _answer_schedule(self, action: Any, stopped: list[Job]) -> None:
         assert isinstance(self._request, ScheduleRequest) and self._cluster is not None
@@ -231,7 +235,7 @@ class EvalStopClusterEnv(gym.Env):
             pick = None
         self._cluster.answer_schedule(self._allocate(self._request, stops, pick))
         stopped.extend(self._jobs[j.job_id] for j in stops)
-        self._cluster.pop_finished()
+        self._ended += self._cluster.pop_finished()
 
     def _allocate(self, request: ScheduleRequest, stops: list[SchedulerJobView],
                   pick: SchedulerJobView | None) -> Allocation:
@@ -271,7 +275,8 @@ class EvalStopClusterEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         assert self._cluster is not None
-        info: dict[str, Any] = {"time": self._cluster.now}
+        info: dict[str, Any] = {"time": self._cluster.now, "ended_jobs": tuple(self._ended)}
+        self._ended = []
         if isinstance(self._request, CheckRequest):
             info["job_id"] = self._request.job.job_id
         if self.control == "full":
