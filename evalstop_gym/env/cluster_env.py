@@ -197,14 +197,19 @@ class EvalStopClusterEnv(gym.Env):
         """Answer what the agent does not control until a request for the agent (or the end)."""
         cluster = self._cluster
         assert cluster is not None
-        while (request := cluster.next_decision()) is not None:
+        # stop mode: the base answers every pass, through its incremental plan where it has one
+        planner = cluster.planner_for(self.base) if self.control == "stop" else None
+        while (request := cluster.next_decision(views=planner is None)) is not None:
             if isinstance(request, ScheduleRequest):
                 if self.control == "full":
                     self._rows = TableObservation.rows(request.waiting, request.running,
                                                        self.encoder.max_jobs)  # type: ignore
                     return request
-                cluster.answer_schedule(self.base.schedule(request.cluster, request.waiting,
-                                                           request.running))
+                if planner is not None:
+                    cluster.answer_with_plan(planner)
+                else:
+                    cluster.answer_schedule(self.base.schedule(request.cluster, request.waiting,
+                                                               request.running))
             elif self.control == "stop" and request.job.job_type in self.monitored:
                 return request
             else:

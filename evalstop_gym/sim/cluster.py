@@ -64,6 +64,7 @@ class Cluster:
         self._pending_job: Job | None = None
         self._finished: list[SchedulerJobView] = []
         self._log: list[int] = []                       # ids of jobs as they change
+        self._plan_cursor = 0                            # log length at the planner's last pass
         self._stamp = [-1] * len(jobs)                  # log length at each job's last change
         self._views: dict[int, tuple[int, SchedulerJobView]] = {}  # cache of idle jobs' views
         self._run_seq: dict[int, int] = {}              # start order of the running jobs
@@ -90,9 +91,12 @@ class Cluster:
     def done(self) -> bool:
         return self._pending is None and not self.queue and not self._needs_pass
 
-    def next_decision(self) -> CheckRequest | ScheduleRequest | None:
-        """Run events until the platform needs an answer; None when every job has ended."""
-        return self._next(views=True)
+    def next_decision(self, views: bool = True) -> CheckRequest | ScheduleRequest | None:
+        """Run events until the platform needs an answer; None when every job has ended.
+
+        views=False leaves a scheduling pass's job tuples empty, for a caller that answers it
+        with `answer_with_plan` (which views only the jobs that changed)."""
+        return self._next(views)
 
     def _next(self, views: bool) -> CheckRequest | ScheduleRequest | None:
         if self._pending is not None:
@@ -134,19 +138,30 @@ class Cluster:
         self._pending = None
         self._apply(allocation)
 
+    def answer_with_plan(self, planner: Planner) -> None:
+        """Answer the pending pass through `planner` (a base scheduler's `plan`), which is shown
+        fresh views of only the jobs that changed since its last pass: the same answer as its
+        `schedule`, for less work. One planner per run (it keeps an index of the jobs)."""
+        if not isinstance(self._pending, ScheduleRequest):
+            raise SimulationError("answer_with_plan called with no scheduling pass pending")
+        self.answer_schedule(self._plan(planner, self._pending.cluster))
+
+    def planner_for(self, policy: Any) -> Planner | None:
+        """`policy.plan` when it offers one and this cluster can use it (homogeneous GPUs)."""
+        return _planner(policy) if self.pool is None else None
+
     def run(self, policy: Policy) -> None:
         """Drive the whole run with `policy` answering every request.
 
         A policy that offers `plan` (a `PriorityScheduler`, or a composition over one) is asked
-        through it: the same answers as `schedule`, for less work.
+        through it (`answer_with_plan`).
         """
-        planner = _planner(policy) if self.pool is None else None
-        cursor = [0]
+        planner = self.planner_for(policy)
         while (request := self._next(views=planner is None)) is not None:
             if isinstance(request, CheckRequest):
                 self.answer_check(policy.on_check(request.job, request.cluster))
             elif planner is not None:
-                self.answer_schedule(self._plan(planner, request, cursor))
+                self.answer_with_plan(planner)
             else:
                 self.answer_schedule(policy.schedule(request.cluster, request.waiting,
                                                      request.running))
@@ -154,13 +169,13 @@ class Cluster:
                 for view in self.pop_finished():
                     policy.on_job_end(view)
 
-    def _plan(self, planner: Planner, request: ScheduleRequest, cursor: list[int]) -> Allocation:
-        """Ask `planner` for this pass, with fresh views of the jobs changed since `cursor`."""
-        start, cursor[0] = cursor[0], len(self._log)
+    def _plan(self, planner: Planner, cluster: ClusterView) -> Allocation:
+        """Ask `planner` for this pass, with fresh views of the jobs changed since its last."""
+        start, self._plan_cursor = self._plan_cursor, len(self._log)
         changed = dict.fromkeys(self._log[start:])
         running = self._run_seq
         changes = [(self._view(self.jobs[jid]), running.get(jid, -1)) for jid in changed]
-        gen = planner(request.cluster, changes, start == 0)
+        gen = planner(cluster, changes, start == 0)
         try:
             jid = next(gen)
             while True:
