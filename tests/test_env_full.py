@@ -101,3 +101,25 @@ def test_table_eval_stop_agent_uses_eval_stop_thresholds():
 
     for k in (1, 2, 4):
         assert TableEvalStopAgent(MAX_JOBS, k_rlhf=k).k == make_detector(f"EvalStop-{k}").k
+
+
+def test_maskable_ppo_trains_and_acts_within_the_masks():
+    """sb3-contrib's MaskablePPO reads `action_masks()` in its flat convention: after a short
+    training run, every deterministic action of an episode picks only options the mask allows."""
+    pytest.importorskip("sb3_contrib")
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.maskable.utils import get_action_masks
+
+    env = make()
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=32, seed=0,
+                        device="cpu")
+    model.learn(128)
+    obs, _ = env.reset(seed=6)
+    done, steps = False, 0
+    while not done:
+        mask = get_action_masks(env)
+        action, _ = model.predict(obs, action_masks=mask, deterministic=True)
+        assert all(part[a] for part, a in zip(_components(mask), action, strict=True))
+        obs, _, done, _, info = env.step(action)
+        steps += 1
+    assert steps > 1 and info["metrics"]["jct"] > 0
