@@ -63,7 +63,7 @@ def simulate(config: SimConfig, policy: Policy, seed: int, engine: str | None = 
 
 def run_jobs(config: SimConfig, jobs: list[Job], policy: Policy,
              spec: native.NativeSpec | None) -> int:
-    """Run `jobs` to their end under `policy` (reset), on the compiled engine when `spec` is
+    """Run `jobs` to their end under `policy` (already reset), on the compiled engine if `spec` is
     given (see `native.select`), else on the reference; returns the number of events."""
     if spec is not None:
         return native.run(config, jobs, spec, policy)

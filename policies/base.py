@@ -31,7 +31,7 @@ class PriorityScheduler:
     preemptive = False
     incremental = False
     milestones: tuple[float, ...] = ()
-    native_key: int | None = None   # `key` as a compiled-engine code (sim.native_kernel.KEY_*)
+    native_key: int | None = None   # `key` as a compiled-engine code (sim.native.KEY_*)
     _index: PriorityIndex | None = None
 
     def key(self, job: SchedulerJobView) -> Any:
