@@ -8,14 +8,28 @@ import numpy as np
 import pytest
 
 from evalstop_gym.config import ConfigError, JobTypeConfig, SimConfig, load_sim_config
-from evalstop_gym.sim.curves import draw_loss_params, eval_noise
-from evalstop_gym.sim.workload import JOB_TYPES, _eval_curve, eval_points, generate_workload
+from evalstop_gym.sim.curves import eval_noise, gao_hacking, saturating
+from evalstop_gym.sim.workload import JOB_TYPES, eval_points, generate_workload
 
 SAMPLE = Path(__file__).parent / "data" / "philly_sample.csv"
 
 
+def _reference_curve(config: SimConfig, job_type: str, is_hacking: bool, points: np.ndarray,
+                     rng: np.random.Generator) -> tuple[np.ndarray, float, tuple[float, ...]]:
+    """The per-job curve draw as it was written first (a frozen copy, one parameter per call)."""
+    if is_hacking:
+        c = config.curves.rlhf_hacking
+        params = (rng.uniform(*c.start), rng.uniform(*c.gain), rng.uniform(*c.peak_progress),
+                  rng.uniform(*c.collapse))
+        return gao_hacking(points, *params), params[2], params
+    c = {"lora": config.curves.lora, "dpo": config.curves.dpo,
+         "rlhf": config.curves.rlhf_healthy}[job_type]
+    params = (rng.uniform(*c.start), rng.uniform(*c.gain), rng.uniform(*c.time_constant))
+    return saturating(points, *params), 1.0, params
+
+
 def _reference_workload(config: SimConfig, seed: int) -> list[tuple]:
-    """generate_workload as it was before make_job was factored out, kept as an oracle.
+    """generate_workload as it was first written, one job and one draw at a time: an oracle.
 
     One intended change since: observed scores are clipped to the score range [0, 1].
     """
@@ -37,8 +51,11 @@ def _reference_workload(config: SimConfig, seed: int) -> list[tuple]:
         duration = float(sizes_rng.uniform(*profile.duration_min))
         gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
         is_hacking = bool(job_type == "rlhf" and hacking[i])
-        true_scores, peak, params = _eval_curve(config, job_type, is_hacking, points, curves_rng)
-        loss_params = draw_loss_params(curves_rng, profile.loss)
+        true_scores, peak, params = _reference_curve(config, job_type, is_hacking, points,
+                                                     curves_rng)
+        lc = profile.loss
+        loss_params = (curves_rng.uniform(*lc.initial), curves_rng.uniform(*lc.floor_fraction),
+                       curves_rng.uniform(*lc.plateau_progress), curves_rng.uniform(*lc.residual))
         out.append((i, int(tenants[i]), job_type, gpus, float(arrivals[i]),
                     profile.duration_estimate, duration, is_hacking, peak, points.tobytes(),
                     true_scores.tobytes(), np.clip(true_scores + noise[i], 0.0, 1.0).tobytes(),

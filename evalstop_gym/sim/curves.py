@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import LossCurve, NoiseConfig
+from ..config import NoiseConfig
 
 SCORE_RANGE = (0.0, 1.0)  # eval scores are bounded like an accuracy or a win rate
 
@@ -41,11 +41,6 @@ def exp_loss(p: np.ndarray, initial: float, floor_fraction: float, plateau: floa
     floor = initial * floor_fraction
     rate = -np.log(residual) / plateau
     return floor + (initial - floor) * np.exp(-rate * p)
-
-
-def draw_loss_params(rng: np.random.Generator, cfg: LossCurve) -> tuple[float, ...]:
-    return (rng.uniform(*cfg.initial), rng.uniform(*cfg.floor_fraction),
-            rng.uniform(*cfg.plateau_progress), rng.uniform(*cfg.residual))
 
 
 def eval_noise(rng: np.random.Generator, shape: tuple[int, int], cfg: NoiseConfig) -> np.ndarray:

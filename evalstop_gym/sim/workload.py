@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import JobTypeConfig, SimConfig
-from .curves import draw_loss_params, eval_noise, exp_loss, gao_hacking, observe, saturating
+from .curves import eval_noise, exp_loss, gao_hacking, observe, saturating
 from .jobs import Job
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
@@ -62,46 +62,68 @@ def generate_workload(config: SimConfig, seed: int) -> list[Job]:
     hacking = curves_rng.random(n) < wl.hacking_fraction
     points = eval_points(config.evals.interval, config.evals.final)
     noise = eval_noise(noise_rng, (n, len(points)), config.noise)
-    jobs = []
+    specs = []
     for i in range(n):
         job_type = JOB_TYPES[types[i]]
         profile: JobTypeConfig = getattr(config.job_types, job_type)
         duration = float(sizes_rng.uniform(*profile.duration_min))
         gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
-        spec = JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
-                       bool(job_type == "rlhf" and hacking[i]))
-        jobs.append(make_job(config, spec, points, noise[i], curves_rng))
+        specs.append(JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
+                             bool(job_type == "rlhf" and hacking[i])))
+    return make_jobs(config, specs, points, noise, curves_rng)
+
+
+def make_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
+              noise: np.ndarray, curves_rng: np.random.Generator) -> list[Job]:
+    """The jobs of `specs` with their hidden curves, drawn from `curves_rng`.
+
+    Per job, in spec order: its curve parameters (start, gain, then peak and collapse for a
+    hacking RLHF run or the time constant otherwise), then its four loss parameters, each
+    uniform over its configured range. All are drawn as one array of doubles (lo + (hi - lo) u,
+    bit for bit what a `rng.uniform(lo, hi)` per parameter gives) and the curves are evaluated
+    as one matrix per family. `noise` holds one row per job id.
+    """
+    if not specs:
+        return []
+    c = config.curves
+    families = {"hacking": c.rlhf_hacking, "lora": c.lora, "dpo": c.dpo,
+                "rlhf": c.rlhf_healthy}
+    fields = {"hacking": ("start", "gain", "peak_progress", "collapse")}
+    loss_fields = ("initial", "floor_fraction", "plateau_progress", "residual")
+    ranges = []      # per spec: the (lo, hi) of each parameter, in draw order
+    for spec in specs:
+        family = "hacking" if spec.is_hacking else spec.job_type
+        names = fields.get(family, ("start", "gain", "time_constant"))
+        loss = getattr(config.job_types, spec.job_type).loss
+        ranges.append([getattr(families[family], f) for f in names]
+                      + [getattr(loss, f) for f in loss_fields])
+    lo_hi = np.array([r for spec_ranges in ranges for r in spec_ranges], dtype=np.float64)
+    values = lo_hi[:, 0] + (lo_hi[:, 1] - lo_hi[:, 0]) * curves_rng.random(len(lo_hi))
+    params, at = [], 0
+    for spec_ranges in ranges:
+        params.append(values[at:at + len(spec_ranges)].tolist())
+        at += len(spec_ranges)
+    true = np.empty((len(specs), len(points)))
+    for hacking in (True, False):
+        rows = [i for i, spec in enumerate(specs) if spec.is_hacking == hacking]
+        if not rows:
+            continue
+        curve = np.array([params[i][:4 if hacking else 3] for i in rows]).T[:, :, None]
+        true[rows] = (gao_hacking if hacking else saturating)(points[None, :], *curve)
+    observed = observe(true, noise[[spec.job_id for spec in specs]])
+    jobs = []
+    for i, spec in enumerate(specs):
+        n_curve = 4 if spec.is_hacking else 3
+        profile: JobTypeConfig = getattr(config.job_types, spec.job_type)
+        jobs.append(Job(
+            job_id=spec.job_id, tenant=spec.tenant, job_type=spec.job_type, gpus=spec.gpus,
+            arrival=spec.arrival, duration_estimate=profile.duration_estimate,
+            duration=spec.duration, is_hacking=spec.is_hacking,
+            peak_progress=params[i][2] if spec.is_hacking else 1.0,
+            eval_points=points, eval_true=true[i], eval_observed=observed[i],
+            eval_minutes=profile.eval_minutes, loss_params=tuple(params[i][n_curve:]),
+            curve_params=tuple(params[i][:n_curve])))
     return jobs
-
-
-def make_job(config: SimConfig, spec: JobSpec, points: np.ndarray, noise: np.ndarray,
-             curves_rng: np.random.Generator) -> Job:
-    """A job with its hidden curves: eval curve, then loss parameters, drawn from `curves_rng`."""
-    profile: JobTypeConfig = getattr(config.job_types, spec.job_type)
-    true_scores, peak, params = _eval_curve(config, spec.job_type, spec.is_hacking, points,
-                                            curves_rng)
-    loss_params = draw_loss_params(curves_rng, profile.loss)
-    return Job(
-        job_id=spec.job_id, tenant=spec.tenant, job_type=spec.job_type, gpus=spec.gpus,
-        arrival=spec.arrival, duration_estimate=profile.duration_estimate,
-        duration=spec.duration, is_hacking=spec.is_hacking, peak_progress=peak,
-        eval_points=points, eval_true=true_scores, eval_observed=observe(true_scores, noise),
-        eval_minutes=profile.eval_minutes, loss_params=loss_params, curve_params=params,
-    )
-
-
-def _eval_curve(config: SimConfig, job_type: str, is_hacking: bool, points: np.ndarray,
-                rng: np.random.Generator) -> tuple[np.ndarray, float, tuple[float, ...]]:
-    """True eval scores at `points`, the progress of the true peak, and the drawn parameters."""
-    if is_hacking:
-        c = config.curves.rlhf_hacking
-        params = (rng.uniform(*c.start), rng.uniform(*c.gain), rng.uniform(*c.peak_progress),
-                  rng.uniform(*c.collapse))
-        return gao_hacking(points, *params), params[2], params
-    c = {"lora": config.curves.lora, "dpo": config.curves.dpo,
-         "rlhf": config.curves.rlhf_healthy}[job_type]
-    params = (rng.uniform(*c.start), rng.uniform(*c.gain), rng.uniform(*c.time_constant))
-    return saturating(points, *params), 1.0, params
 
 
 def true_curves(job: Job, progress: np.ndarray) -> dict[str, np.ndarray]:

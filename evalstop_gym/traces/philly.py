@@ -8,7 +8,7 @@ tenant or training curve. So (documented in `TraceConfig`):
 - the type comes from the job's trace GPU-hours and GPU count (short -> LoRA, medium -> DPO,
   long or >= rlhf_min_gpus GPUs -> RLHF);
 - tenants, hacking labels, curves and eval noise are drawn from the run's seed exactly as for a
-  synthetic workload (`workload.make_job`), so a seed changes the curves, never the trace.
+  synthetic workload (`workload.make_jobs`), so a seed changes the curves, never the trace.
 The trace is read with the csv module (the simulator core stays pandas-free) and cached per file.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 from ..config import ConfigError, SimConfig, TraceConfig
 from ..sim.curves import eval_noise
 from ..sim.jobs import Job
-from ..sim.workload import JobSpec, eval_points, make_job
+from ..sim.workload import JobSpec, eval_points, make_jobs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
@@ -164,4 +164,4 @@ def trace_workload(config: SimConfig, seed: int) -> list[Job]:
     points = eval_points(config.evals.interval, config.evals.final)
     noise = eval_noise(noise_rng, (n, len(points)), config.noise)
     specs = trace_specs(config, window, tenants, hacking)
-    return [make_job(config, s, points, noise[s.job_id], curves_rng) for s in specs]
+    return make_jobs(config, specs, points, noise, curves_rng)
