@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 ID_COLUMNS = ("experiment", "cell", "label", "policy", "base", "detector", "param", "value",
               "seed")
 BACKENDS = ("loky", "dask", "ray")
-INSTALL = {"dask": "pip install 'evalstop-gym[dask]'", "ray": "pip install 'ray[default]'"}
+INSTALL = {"dask": "pip install 'evalstop-gym[dask]'", "ray": "pip install 'evalstop-gym[ray]'"}
 
 
 class BackendError(RuntimeError):
@@ -183,12 +183,16 @@ def backend_context(backend: str, workers: int, address: str | None) -> Iterator
         return
     if backend == "ray":
         import ray
-        from ray.util.joblib import register_ray
 
-        register_ray()
-        ray.init(address=address, ignore_reinit_error=True)
-        with joblib.parallel_config(backend="ray"):
+        started = not ray.is_initialized()
+        if started:
+            ray.init(address=address, num_cpus=None if address else workers,
+                     include_dashboard=False, log_to_driver=False)
+        try:
             yield -1
+        finally:
+            if started:
+                ray.shutdown()
         return
 
 
@@ -198,15 +202,32 @@ def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: s
     if not todo:
         return
     with backend_context(backend, workers, address) as n_jobs:
-        tasks = (joblib.delayed(run_one)(s) for s in todo)
-        parallel = joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")
         expected = {s.filename: s.digest for s in todo}
-        for payload in tqdm(parallel(tasks), total=len(todo), desc=desc, unit="run"):
+        results = _as_finished(todo, backend, n_jobs)
+        for payload in tqdm(results, total=len(todo), desc=desc, unit="run"):
             row = payload["row"]
             name = f"{row['cell']}__seed{row['seed']}.json"
             if expected.get(name) != payload["digest"]:  # pragma: no cover - defensive
                 raise RuntimeError(f"unexpected run result {name}")
             write_atomic(run_dir / name, payload)
+
+
+def _as_finished(todo: Sequence[RunSpec], backend: str, n_jobs: int) -> Iterator[dict]:
+    """Each run's payload as soon as it finishes, in any order, so it can be saved at once.
+
+    joblib's ray backend returns nothing before every run is done, so ray runs as plain ray
+    tasks collected with `ray.wait`; loky and dask go through joblib."""
+    if backend == "ray":
+        import ray
+
+        remote = ray.remote(run_one)
+        pending = [remote.remote(spec) for spec in todo]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+        return
+    tasks = (joblib.delayed(run_one)(spec) for spec in todo)
+    yield from joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks)
 
 
 def collate(todo: Sequence[RunSpec], run_dir: Path) -> tuple[pd.DataFrame, ...]:

@@ -50,3 +50,14 @@ def test_dask_local_cluster_equals_serial(small, tmp_path):
                          address=cluster.scheduler_address)
     assert dask.n_ran == len(serial.runs)
     assert _csv(serial, tmp_path, "a") == _csv(dask, tmp_path, "b")
+
+
+def test_ray_local_cluster_equals_serial(small, tmp_path):
+    """Ray runs as plain ray tasks, each result saved as it arrives, with the serial results."""
+    ray = pytest.importorskip("ray")
+    serial = run_sweep(small, tmp_path / "serial")
+    via_ray = run_sweep(small, tmp_path / "ray", workers=2, backend="ray")
+    assert via_ray.n_ran == len(serial.runs)
+    assert not ray.is_initialized(), "a cluster the sweep started is shut down after it"
+    assert _csv(serial, tmp_path, "a") == _csv(via_ray, tmp_path, "b")
+    assert serial.jobs.equals(via_ray.jobs)
