@@ -153,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "engine", None):
         os.environ["EVALSTOP_ENGINE"] = args.engine   # read by simulate, in every worker too
     try:
+        engine = os.environ.get("EVALSTOP_ENGINE", "auto")
+        if engine not in ENGINES:
+            raise UsageError(f"EVALSTOP_ENGINE={engine!r}: expected one of {', '.join(ENGINES)}")
         return int(args.handler(args) or 0)
     except (*USER_ERRORS, UsageError) as exc:
         print(f"evalstop-bench {args.command}: error: {exc}", file=sys.stderr)

@@ -113,3 +113,17 @@ def test_policy_flag_adds_a_cell_to_the_experiment(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["run", tiny(tmp_path), "--out", str(out), "--policy", "Nope+FIFO"]) == 2
     assert "Nope" in one_line_error(capsys)
+
+
+def test_engine_flag_runs_either_engine_to_the_same_files(capsys, tmp_path, monkeypatch):
+    """--engine python and --engine native write identical runs; a bad EVALSTOP_ENGINE is a
+    one-line error naming the allowed engines."""
+    monkeypatch.setenv("EVALSTOP_ENGINE", "fast")   # restored after the test, whatever runs set
+    assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    assert "auto, native, python" in one_line_error(capsys)
+    for engine in ("python", "native"):
+        assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path / engine),
+                         "--engine", engine]) == 0
+    capsys.readouterr()
+    assert ((tmp_path / "python" / "runs.csv").read_bytes()
+            == (tmp_path / "native" / "runs.csv").read_bytes())
