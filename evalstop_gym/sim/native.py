@@ -178,31 +178,30 @@ def _no_stops(job_type: str, value: float) -> str:
 def _unpack(jobs: list[Job], packed: dict[str, Any], out: dict[str, np.ndarray],
             reason: Callable[[str, float], str]) -> None:
     """Write the kernel's results back into the job records, as `Cluster` leaves them."""
-    cols = {k: v.tolist() for k, v in out.items()}
-    ptr = packed["chk_ptr"].tolist()
-    idx, time = packed["chk_idx"].tolist(), cols["chk_time"]
-    score, loss = packed["chk_score"].tolist(), packed["chk_loss"].tolist()
+    ptr, idx = packed["chk_ptr"].tolist(), packed["chk_idx"].tolist()
+    progress, time, loss = (packed["chk_prog"].tolist(), out["chk_time"].tolist(),
+                            packed["chk_loss"].tolist())
+    score = [s if i >= 0 else None for s, i in zip(packed["chk_score"].tolist(), idx, strict=True)]
     reasons: dict[tuple[str, float], str] = {}
-    for i, job in enumerate(jobs):
-        job.state = state = STATES[cols["state"][i]]
-        job.progress = cols["progress"][i]
-        job.next_check = cols["next_check"][i]
-        job.epoch = cols["epoch"][i]
-        job.has_run = cols["has_run"][i]
-        first = cols["first_start"][i]
-        job.first_start = None if math.isnan(first) else first
-        end = cols["end_time"][i]
-        job.end_time = None if math.isnan(end) else end
-        job.gpu_minutes = cols["gpu_min"][i]
-        job.gpu_minutes_after_peak = cols["gpu_after"][i]
-        job.n_preemptions = cols["n_pre"][i]
-        job.phase_start = cols["phase_start"][i]
-        checks, first_c = job.checks, ptr[i]
-        job.observations = [
-            Observation(checks[c - first_c][0], time[c], loss[c], score[c] if idx[c] >= 0 else None)
-            for c in range(first_c, first_c + job.next_check) if idx[c] != COMPLETION]
+    columns = zip(jobs, ptr, *(out[k].tolist() for k in (   # ptr: n + 1 offsets, jobs: n
+        "state", "progress", "next_check", "epoch", "has_run", "first_start", "end_time",
+        "gpu_min", "gpu_after", "n_pre", "phase_start", "stop_value")), strict=False)
+    for (job, first, state, prog, next_check, epoch, has_run, first_start, end_time, gpu_min,
+         gpu_after, n_pre, phase_start, stop_value) in columns:
+        job.state = state = STATES[state]
+        job.progress, job.next_check, job.epoch, job.has_run = prog, next_check, epoch, has_run
+        job.first_start = None if math.isnan(first_start) else first_start
+        job.end_time = None if math.isnan(end_time) else end_time
+        job.gpu_minutes, job.gpu_minutes_after_peak = gpu_min, gpu_after
+        job.n_preemptions, job.phase_start = n_pre, phase_start
+        last = first + next_check           # the checks passed; completion adds no observation
+        if last > first and idx[last - 1] == COMPLETION:
+            last -= 1
+        job.observations = list(map(Observation._make, zip(
+            progress[first:last], time[first:last], loss[first:last], score[first:last],
+            strict=True)))
         if state is JobState.STOPPED:
-            key = (job.job_type, cols["stop_value"][i])
+            key = (job.job_type, stop_value)
             if key not in reasons:
                 reasons[key] = reason(*key)
             job.stop_reason = reasons[key]
