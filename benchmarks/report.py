@@ -32,7 +32,7 @@ from .tables import to_markdown
 
 log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BEYOND = ("e7x", "e8x", "philly")
+BEYOND = ("e7x", "e8x", "e2x", "philly")
 LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/ppo_stop_seed20000"),
                 Path("runs/ppo_stop_seed30000"), Path("runs/dqn_stop"))
 
@@ -44,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reproduction", default=str(REPO_ROOT / "REPRODUCTION.md"),
                    help="where to write the report (default: REPRODUCTION.md at the repo root)")
     p.add_argument("--no-beyond", dest="beyond", action="store_false",
-                   help="skip the beyond-the-paper experiments (e7x, e8x, philly) and BEYOND.md")
+                   help="skip the beyond-the-paper experiments (e7x, e8x, e2x, philly) and "
+                        "BEYOND.md")
     p.add_argument("--learned", nargs="*", default=[str(d) for d in LEARNED_DIRS],
                    help="training output folders whose results.csv go into the report")
     p.add_argument("--train-rl", action="store_true",

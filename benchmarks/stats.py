@@ -46,6 +46,18 @@ def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
         return float(st.ttest_ind(a, b, equal_var=False).pvalue)
 
 
+def paired_p(a: Mapping[int, float], b: Mapping[int, float]) -> float:
+    """Two-sided paired t-test p-value over the seeds both have (every cell of a seed runs the
+    same workload, so its per-seed differences cancel the workload's own variation); NaN when
+    undefined (fewer than 2 shared seeds, or differences that do not vary)."""
+    seeds = sorted(set(a) & set(b))
+    pairs = [(a[s], b[s]) for s in seeds if not (math.isnan(a[s]) or math.isnan(b[s]))]
+    diffs = np.asarray([x - y for x, y in pairs], dtype=float)
+    if len(diffs) < 2 or np.ptp(diffs) == 0:
+        return math.nan
+    return float(st.ttest_rel([x for x, _ in pairs], [y for _, y in pairs]).pvalue)
+
+
 def improvement(metric: str, cell: float, ref: float) -> float:
     """Signed percentage in the paper's convention (see the module docstring)."""
     if math.isnan(cell) or math.isnan(ref) or ref == 0:

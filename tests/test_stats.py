@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+from scipy import stats as st
 
 from benchmarks.stats import compare, improvement, mean_ci, reference_of, summarize, welch_p
 
@@ -112,3 +113,37 @@ def test_a_change_that_is_not_significant_is_only_the_same_direction():
     tight_ref = Stat(100.0, 0.0, 5, [99.0, 99.5, 100.0, 100.5, 101.0])
     tight_cell = Stat(97.0, 0.0, 5, [96.0, 96.5, 97.0, 97.5, 98.0])
     assert delta("E", "c", "jct", tight_cell, tight_ref, 3.0, 5, +1).verdict == REPRO
+
+
+def test_paired_p_sees_a_small_steady_gain_that_welch_misses():
+    """Seeds differ a lot from each other but each cell is 2% faster on every seed: paired
+    differences are tiny and steady (significant), the pooled spread hides them (Welch)."""
+    from benchmarks.stats import paired_p, welch_p
+
+    ref = {s: 1000.0 + 300.0 * ((s * 7) % 5) for s in range(10)}
+    cell = {s: v * 0.98 + (0.5 if s % 2 else -0.5) for s, v in ref.items()}
+    assert paired_p(cell, ref) < 0.001
+    assert welch_p(list(cell.values()), list(ref.values())) > 0.5
+    assert math.isnan(paired_p({1: 1.0}, {1: 2.0}))                      # one shared seed
+    assert math.isnan(paired_p({1: 1.0, 2: 2.0}, {1: 2.0, 2: 3.0}))     # constant difference
+    only_shared = paired_p({1: 1.0, 2: 5.0, 3: 2.0}, {2: 4.0, 3: 2.5, 4: 9.0})  # seeds 2 and 3
+    assert only_shared == pytest.approx(st.ttest_rel([5.0, 2.0], [4.0, 2.5]).pvalue)
+
+
+def test_seed_power_section_reports_both_tests_per_cell():
+    import pandas as pd
+
+    from benchmarks.beyond import seed_power, seed_power_section
+
+    rows = []
+    for seed in range(8):
+        base = 1000.0 + 200.0 * (seed % 3)
+        rows.append({"policy": "SRTF-Est", "seed": seed, "jct": base, "wasted_frac": 0.2})
+        rows.append({"policy": "EvalStop-2+SRTF-Est", "seed": seed,
+                     "jct": base * 0.95 + seed % 2, "wasted_frac": 0.16 + 0.001 * seed})
+    runs = pd.DataFrame(rows)
+    power = seed_power(runs).set_index("metric")
+    assert power.loc["JCT", "delta_pct"] > 4.5 and power.loc["JCT", "paired_p"] < 0.001
+    assert power.loc["wasted", "delta_pct"] < 0
+    text = seed_power_section(runs)
+    assert "| EvalStop-2+SRTF-Est |" in text and "over 8 seeds" in text and "paired p" in text
