@@ -1,0 +1,34 @@
+"""The performance benchmark's plumbing: perf.json's keys and the tables, on a quick stand-in
+for the slow parts (the real figures come from `python -m benchmarks.perf`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from benchmarks import perf
+
+
+def test_perf_json_has_the_keys_issue_6_names(tmp_path, monkeypatch, capsys):
+    def small_scaling(quick, timeout, engine="auto"):
+        rows = [perf.scale_child(60, 16, engine), perf.scale_child(600, 64, engine)]
+        rows[1]["growth_vs_prev"] = rows[1]["wall_s"] / rows[0]["wall_s"]
+        rows[1]["cpu_growth_vs_prev"] = rows[1]["cpu_s"] / rows[0]["cpu_s"]
+        return rows
+
+    monkeypatch.setattr(perf, "scaling", small_scaling)
+    monkeypatch.setattr(perf, "philly_replay", lambda timeout, engine="auto": None)
+    env_steps = perf.env_steps
+    monkeypatch.setattr(perf, "env_steps", lambda: env_steps(0.2))
+    args = argparse.Namespace(out=tmp_path, quick=True, repeats=1, timeout=60.0,
+                              no_markdown=True)
+    assert perf.main(args) == 0
+    res = json.loads((tmp_path / "perf.json").read_text())
+    assert res["events_per_s"] > 0 and res["bare_heap_events_per_s"] > 0
+    assert res["ratio_vs_bare"] == res["events"]["native"]["ratio_vs_bare"]
+    assert res["events"]["native"]["events"] == res["events"]["python"]["events"]
+    assert all({"jobs", "gpus", "wall_s", "peak_mem_mb"} <= set(r) for r in res["scale"])
+    assert [r["events"] for r in res["scale"]] == [r["events"] for r in res["scale_reference"]]
+    assert set(res["env_steps_per_s"]) == {"stop", "full", "cartpole"}
+    out = capsys.readouterr().out
+    assert "engine / bare" in out and "| compiled |" in out and "identical" in out
