@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 
 from evalstop_gym.config import load_sim_config
+from evalstop_gym.sim import native
+from evalstop_gym.sim.jobs import JobState
+from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
 from policies import parse_policy
 
@@ -67,3 +70,27 @@ def test_random_platform_runs_match_the_reference(case: int) -> None:
         diff = [k for k in ref if not _same(ref[k], got[k])]
         assert not diff, (policy_name, overrides, ref["job_id"], diff)
     assert all(_same(reference.metrics[k], compiled.metrics[k]) for k in reference.metrics)
+
+
+@pytest.mark.parametrize("case", range(0, N_CASES, 4))
+def test_random_platform_runs_keep_the_invariants(case: int) -> None:
+    """On its own, without the reference: every job ends exactly once, after it arrived and
+    started, its checks in time order inside its life, and it uses no more GPU time than its
+    plan plus what preemptions cost."""
+    overrides, policy_name, seed = random_case(case)
+    config = load_sim_config(DEFAULTS, overrides=overrides)
+    policy = parse_policy(policy_name)
+    jobs = generate_workload(config, seed)
+    native.run(config, jobs, native.select(config, policy, "native"), policy)
+    for job in jobs:
+        assert job.state in (JobState.COMPLETED, JobState.STOPPED) and job.end_time is not None
+        assert job.arrival <= job.first_start <= job.end_time
+        times = [o.time for o in job.observations]
+        assert times == sorted(times) and all(job.first_start <= t <= job.end_time for t in times)
+        assert 0.0 <= job.gpu_minutes_after_peak <= job.gpu_minutes + 1e-6
+        # beyond its plan, a preemption costs at most the interrupted restart or eval, and the
+        # restart after it
+        overhead = config.cluster.preemption_overhead_min
+        lost = job.n_preemptions * job.gpus * (overhead + max(overhead, job.eval_minutes))
+        assert job.gpu_minutes <= (job.planned_gpu_minutes + lost) * (1 + 1e-9) + 1e-6
+        assert (job.state is JobState.COMPLETED) == (job.progress == 1.0 and not job.stop_reason)

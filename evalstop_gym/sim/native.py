@@ -113,6 +113,8 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
     if status == kernel.ERR_LEFT_WAITING:
         raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "
                               "started them")
+    if status == kernel.ERR_GPUS:
+        raise SimulationError("GPU accounting broke: a pass started more than the free GPUs")
     if status != kernel.OK:
         raise SimulationError(f"native engine failed with status {status}")
     _unpack(jobs, packed, out, getattr(policy, "native_reason", _no_stops))

@@ -41,7 +41,7 @@ from .native import (  # the spec's vocabulary: priority keys and stop rules
 # Job states and phases in native.STATES and jobs.Phase order
 PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
 IDLE, RESTART, TRAIN, EVAL = 0, 1, 2, 3
-OK, ERR_LEFT_WAITING, ERR_PAST = 0, 1, 2
+OK, ERR_LEFT_WAITING, ERR_PAST, ERR_GPUS = 0, 1, 2, 3
 
 
 @njit(cache=True)
@@ -451,6 +451,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 run_pos[j] = n_run
                 n_run += 1
                 free -= gpus[j]
+                if free < 0:                   # Cluster._set_free's guard
+                    return ERR_GPUS, popped
                 if preemptive:                 # its waiting key: its key now, as it starts
                     run_version[j] += 1
                     heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
