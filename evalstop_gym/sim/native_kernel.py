@@ -182,6 +182,31 @@ def _fill(capacity, after, n_after, gpus, arrival, cls, cls_gpus, cls_off, cls_s
         _wait_pop(cls[best], cls_off, cls_size, wait, major, key, arrival)
 
 
+@njit(cache=True, inline="always")
+def _store_running_key(rheap, j, major, key, arrival, run_version):
+    """(Re)file running job j in the max-heap under its current key; older entries go stale."""
+    run_version[j] += 1
+    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j, run_version[j]))
+
+
+@njit(cache=True, inline="always")
+def _leave_running(j, run_list, run_pos, run_seq, n_run):
+    """Take job j out of the running set (swap with the last); returns the new count."""
+    last = run_list[n_run - 1]
+    run_list[run_pos[j]] = last
+    run_pos[last] = run_pos[j]
+    run_pos[j] = -1
+    run_seq[j] = -1
+    return n_run - 1
+
+
+@njit(cache=True, inline="always")
+def _train_minutes(j, chk_prog, chk_ptr, next_check, progress, duration, speed):
+    """Cluster._start_phase's TRAIN length: to the job's next check point."""
+    target = chk_prog[chk_ptr[j] + next_check[j]]
+    return max(0.0, (target - progress[j]) * duration[j] / speed[j])
+
+
 @njit(cache=True)
 def _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
             gpu_after):
@@ -288,7 +313,6 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
     free = total_gpus
     now = 0.0
     popped = 0
-    seq = 0
     # Cluster.__init__ queues every arrival first (sequence numbers 1..n); they are read here
     # in that order from a sorted list instead, beside a heap of phase ends, which keeps the
     # heap as small as the set of running jobs. Events order by (time, priority, sequence):
@@ -302,7 +326,9 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
 
     while True:
         # ---------------------------------------------------------------- Cluster._next
-        if next_arrival < n and (len(heap) == 0 or arrival[arrivals[next_arrival]] < heap[0][0]):
+        from_arrivals = next_arrival < n and (
+            len(heap) == 0 or arrival[arrivals[next_arrival]] < heap[0][0])
+        if from_arrivals:
             next_time = arrival[arrivals[next_arrival]]
         elif len(heap) > 0:
             next_time = heap[0][0]
@@ -364,9 +390,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                             pending[r] = j
                             n_pending += 1
                         else:
-                            run_version[j] += 1
-                            heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
-                                                   run_version[j]))
+                            _store_running_key(rheap, j, major, key, arrival, run_version)
                     if nxt < 0:                # the whole tail is ranked: the plain fill
                         for k in range(n_prefix):
                             _wait_push(prefix[k], cls, cls_off, cls_size, wait, major, key,
@@ -405,18 +429,14 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                                 taken)
                 for k in range(n_pending):     # ranked but above the settled point: kept
                     j = pending[k]
-                    run_version[j] += 1
-                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
-                                           run_version[j]))
+                    _store_running_key(rheap, j, major, key, arrival, run_version)
             n_wait -= n_start
             # ------------------------------------------------ Cluster._apply: preempt, start
             n_drop = 0
             for i in range(n_after):           # not kept, in start order
                 j = after[i]
                 if keep[j]:
-                    run_version[j] += 1
-                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
-                                           run_version[j]))
+                    _store_running_key(rheap, j, major, key, arrival, run_version)
                 else:
                     to_preempt[n_drop] = j
                     n_drop += 1
@@ -427,12 +447,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 j = to_preempt[i]
                 _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak,
                         gpu_min, gpu_after)
-                last = run_list[n_run - 1]
-                run_list[run_pos[j]] = last
-                run_pos[last] = run_pos[j]
-                run_pos[j] = -1
-                n_run -= 1
-                run_seq[j] = -1
+                n_run = _leave_running(j, run_list, run_pos, run_seq, n_run)
                 major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est, chk_ptr,
                                             chk_idx, chk_score, chk_loss, next_check)
                 _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
@@ -454,9 +469,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 if free < 0:                   # Cluster._set_free's guard
                     return ERR_GPUS, popped
                 if preemptive:                 # its waiting key: its key now, as it starts
-                    run_version[j] += 1
-                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
-                                           run_version[j]))
+                    _store_running_key(rheap, j, major, key, arrival, run_version)
                 state[j] = RUNNING
                 if np.isnan(first_start[j]):
                     first_start[j] = now
@@ -464,11 +477,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 has_run[j] = True
                 phase[j] = RESTART if resuming else TRAIN        # Cluster._start_phase
                 phase_start[j] = now
-                if resuming:
-                    length = overhead
-                else:
-                    target = chk_prog[chk_ptr[j] + next_check[j]]
-                    length = max(0.0, (target - progress[j]) * duration[j] / speed[j])
+                length = overhead if resuming else _train_minutes(
+                    j, chk_prog, chk_ptr, next_check, progress, duration, speed)
                 seq += 1
                 heapq.heappush(heap, (now + length, seq, j, epoch[j]))
             continue
@@ -477,7 +487,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 return ERR_LEFT_WAITING, popped
             return OK, popped
         # ---------------------------------------------------------------- Cluster._handle
-        if next_arrival < n and (len(heap) == 0 or arrival[arrivals[next_arrival]] < heap[0][0]):
+        if from_arrivals:                      # (a pass would have looped back above)
             t, kind, j, ev_epoch = next_time, ARRIVAL, arrivals[next_arrival], 0
             next_arrival += 1
         else:
@@ -532,18 +542,11 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                     major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est,
                                                 chk_ptr, chk_idx, chk_score, chk_loss,
                                                 next_check)
-                    run_version[j] += 1
-                    heapq.heappush(rheap, (-major[j], -key[j], -arrival[j], -j,
-                                           run_version[j]))
+                    _store_running_key(rheap, j, major, key, arrival, run_version)
         if finished >= 0:                      # Cluster._end (the job is running)
             _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
                     gpu_after)
-            last = run_list[n_run - 1]
-            run_list[run_pos[j]] = last
-            run_pos[last] = run_pos[j]
-            run_pos[j] = -1
-            n_run -= 1
-            run_seq[j] = -1
+            n_run = _leave_running(j, run_list, run_pos, run_seq, n_run)
             free += gpus[j]
             state[j] = finished
             phase[j] = IDLE
@@ -553,10 +556,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
         elif new_phase >= 0:                   # Cluster._start_phase
             phase[j] = new_phase
             phase_start[j] = now
-            if new_phase == EVAL:
-                length = eval_min[j] / speed[j]
-            else:
-                target = chk_prog[chk_ptr[j] + next_check[j]]
-                length = max(0.0, (target - progress[j]) * duration[j] / speed[j])
+            length = eval_min[j] / speed[j] if new_phase == EVAL else _train_minutes(
+                j, chk_prog, chk_ptr, next_check, progress, duration, speed)
             seq += 1
             heapq.heappush(heap, (now + length, seq, j, epoch[j]))
