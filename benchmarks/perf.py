@@ -85,7 +85,7 @@ def best_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     return best, out
 
 
-ENGINES = ("native", "python")   # the compiled engine (simulate's default) and the reference
+MEASURED = ("native", "python")   # the compiled engine (simulate's default) and the reference
 
 
 def simulator_events(repeats: int, seed: int = 42) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def simulator_events(repeats: int, seed: int = 42) -> dict[str, Any]:
     """
     config = e2_config()
     out: dict[str, Any] = {"jobs": config.workload.n_jobs, "gpus": config.cluster.gpus}
-    for engine in ENGINES:
+    for engine in MEASURED:
         policy = parse_policy(HEADLINE)
         spec = native.select(config, policy, engine)
         first = time.perf_counter()
@@ -110,7 +110,7 @@ def simulator_events(repeats: int, seed: int = 42) -> dict[str, Any]:
     if out["python"]["events"] != events:
         raise RuntimeError("the engines processed different numbers of events")
     bare_wall = best_time(lambda: bare_heap(events, config.workload.n_jobs), repeats)[0]
-    for engine in ENGINES:
+    for engine in MEASURED:
         out[engine]["ratio_vs_bare"] = bare_wall / out[engine]["sim_s"]
     return {**out, "events": events, "engine": "native",
             "events_per_s": out["native"]["events_per_s"], "bare_heap_s": bare_wall,

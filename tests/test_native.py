@@ -25,7 +25,7 @@ from evalstop_gym.sim.kernel import SimulationError
 from evalstop_gym.sim.native import KEY_REMAINING_ESTIMATE, RULE_DECLINES
 from evalstop_gym.sim.view import SchedulerJobView
 from evalstop_gym.sim.workload import JOB_TYPES, generate_workload
-from evalstop_gym.simulate import score, simulate
+from evalstop_gym.simulate import run_jobs, score, simulate
 from policies import EvalStop, SRTFEst, parse_policy
 
 REPO = Path(__file__).parent.parent
@@ -68,16 +68,13 @@ def run_both(variant: str, policy_name: str, seed: int
 
     Cached so the coverage check below reuses the grid instead of running it again."""
     config = platform(variant)
-    reference = parse_policy(policy_name)
-    reference.reset()
-    ref_jobs = generate_workload(config, seed)
-    cluster = Cluster(config, ref_jobs, milestones=reference.milestones)
-    cluster.run(reference)
-    compiled = parse_policy(policy_name)
-    compiled.reset()
-    nat_jobs = generate_workload(config, seed)
-    nat_events = native.run(config, nat_jobs, native.select(config, compiled, "native"), compiled)
-    return ref_jobs, cluster.queue.popped, nat_jobs, nat_events
+    out = []
+    for engine in ("python", "native"):
+        policy = parse_policy(policy_name)
+        policy.reset()
+        jobs = generate_workload(config, seed)
+        out += [jobs, run_jobs(config, jobs, policy, native.select(config, policy, engine))]
+    return tuple(out)  # type: ignore[return-value]
 
 
 def exact(value: object) -> str:

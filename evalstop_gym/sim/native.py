@@ -135,7 +135,7 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         if key not in layouts:
             layouts[key] = (_merge_checks(job, extra), [])
         layouts[key][1].append(i)
-        job.checks = layouts[key][0]
+        job.checks = list(layouts[key][0])   # its own list, as Cluster gives each job
     n = len(jobs)
     lengths = np.array([len(j.checks) for j in jobs], np.int64)
     chk_ptr = np.zeros(n + 1, np.int64)

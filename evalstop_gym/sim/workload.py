@@ -18,6 +18,10 @@ from .curves import eval_noise, exp_loss, gao_hacking, observe, saturating
 from .jobs import Job
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
+# the drawn parameters of each curve family, in draw order (their ranges are in config.py)
+HACKING_PARAMS = ("start", "gain", "peak_progress", "collapse")
+SATURATING_PARAMS = ("start", "gain", "time_constant")
+LOSS_PARAMS = ("initial", "floor_fraction", "plateau_progress", "residual")
 
 
 def eval_points(interval: float, final: bool) -> np.ndarray:
@@ -86,17 +90,14 @@ def make_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
     if not specs:
         return []
     c = config.curves
-    families = {"hacking": c.rlhf_hacking, "lora": c.lora, "dpo": c.dpo,
-                "rlhf": c.rlhf_healthy}
-    fields = {"hacking": ("start", "gain", "peak_progress", "collapse")}
-    loss_fields = ("initial", "floor_fraction", "plateau_progress", "residual")
+    healthy = {"lora": c.lora, "dpo": c.dpo, "rlhf": c.rlhf_healthy}
     ranges = []      # per spec: the (lo, hi) of each parameter, in draw order
     for spec in specs:
-        family = "hacking" if spec.is_hacking else spec.job_type
-        names = fields.get(family, ("start", "gain", "time_constant"))
+        curve = c.rlhf_hacking if spec.is_hacking else healthy[spec.job_type]
+        names = HACKING_PARAMS if spec.is_hacking else SATURATING_PARAMS
         loss = getattr(config.job_types, spec.job_type).loss
-        ranges.append([getattr(families[family], f) for f in names]
-                      + [getattr(loss, f) for f in loss_fields])
+        ranges.append([getattr(curve, f) for f in names]
+                      + [getattr(loss, f) for f in LOSS_PARAMS])
     lo_hi = np.array([r for spec_ranges in ranges for r in spec_ranges], dtype=np.float64)
     values = lo_hi[:, 0] + (lo_hi[:, 1] - lo_hi[:, 0]) * curves_rng.random(len(lo_hi))
     params, at = [], 0
@@ -108,18 +109,20 @@ def make_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
         rows = [i for i, spec in enumerate(specs) if spec.is_hacking == hacking]
         if not rows:
             continue
-        curve = np.array([params[i][:4 if hacking else 3] for i in rows]).T[:, :, None]
+        n_curve = len(HACKING_PARAMS if hacking else SATURATING_PARAMS)
+        curve = np.array([params[i][:n_curve] for i in rows]).T[:, :, None]
         true[rows] = (gao_hacking if hacking else saturating)(points[None, :], *curve)
     observed = observe(true, noise[[spec.job_id for spec in specs]])
     jobs = []
     for i, spec in enumerate(specs):
-        n_curve = 4 if spec.is_hacking else 3
+        n_curve = len(HACKING_PARAMS if spec.is_hacking else SATURATING_PARAMS)
         profile: JobTypeConfig = getattr(config.job_types, spec.job_type)
         jobs.append(Job(
             job_id=spec.job_id, tenant=spec.tenant, job_type=spec.job_type, gpus=spec.gpus,
             arrival=spec.arrival, duration_estimate=profile.duration_estimate,
             duration=spec.duration, is_hacking=spec.is_hacking,
-            peak_progress=params[i][2] if spec.is_hacking else 1.0,
+            peak_progress=params[i][HACKING_PARAMS.index("peak_progress")] if spec.is_hacking
+            else 1.0,
             eval_points=points, eval_true=true[i], eval_observed=observed[i],
             eval_minutes=profile.eval_minutes, loss_params=tuple(params[i][n_curve:]),
             curve_params=tuple(params[i][:n_curve])))
