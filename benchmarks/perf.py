@@ -19,6 +19,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -271,11 +272,25 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _child(code: str, timeout: float, failed: dict[str, Any]) -> dict[str, Any]:
+def compile_seconds(timeout: float) -> dict[str, Any]:
+    """Wall time of the first compiled run in a fresh process with an empty numba cache: the
+    kernel's compile time, paid once per checkout (then loaded from the cache)."""
+    code = ("import json, time; t0 = time.perf_counter(); "
+            "from benchmarks.perf import e2_config, HEADLINE; "
+            "from evalstop_gym.simulate import simulate; from policies import parse_policy; "
+            "simulate(e2_config(50, 64), parse_policy(HEADLINE), 1, engine='native'); "
+            "print(json.dumps({'compile_s': time.perf_counter() - t0}))")
+    with tempfile.TemporaryDirectory() as cache:
+        return _child(code, timeout, {"compile_s": None},
+                      env={**os.environ, "NUMBA_CACHE_DIR": cache})
+
+
+def _child(code: str, timeout: float, failed: dict[str, Any],
+           env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run `code` in a fresh interpreter; its last stdout line is the JSON result."""
     try:
         proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                              text=True, check=False, timeout=timeout)
+                              text=True, check=False, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {**failed, "error": f"over the {timeout:g} s timeout"}
     if proc.returncode != 0:
@@ -334,7 +349,10 @@ def tables(res: dict[str, Any]) -> list[str]:
         lines.append(f"| {label} | {e['events']} | {e['events_per_s']:,.0f} | "
                      f"{ev['bare_heap_events_per_s']:,.0f} | {e['ratio_vs_bare']:.3f} | "
                      f"{e['first_run_s']:.2f} |")
-    lines += ["", "## One E2 run per policy (seed 42; workload, simulation and scoring)", "",
+    compiled = res.get("compile", {}).get("compile_s")
+    lines += ["", "Compiling the kernel (a fresh process, an empty numba cache; once per "
+              f"checkout, cached after): {_fmt(compiled, '.1f')} s.", "",
+              "## One E2 run per policy (seed 42; workload, simulation and scoring)", "",
               "| policy | engine | wall s | reference wall s | speed-up | events |",
               "|---|---|---:|---:|---:|---:|"]
     lines += [f"| {r['policy']} | {r['engine']} | {r['wall_s']:.4f} | "
@@ -397,6 +415,7 @@ def main(args: argparse.Namespace) -> int:
     res["env_steps_per_s"] = env_steps()
     res["philly"] = philly_replay(args.timeout)
     res["philly_reference"] = philly_replay(args.timeout, engine="python")
+    res["compile"] = compile_seconds(args.timeout)
     lines = tables(res)
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)

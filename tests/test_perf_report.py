@@ -23,6 +23,7 @@ def test_perf_json_has_the_keys_issue_6_names(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(perf, "DETECTORS", ("EvalStop-2",))
     monkeypatch.setattr(perf, "scaling", small_scaling)
     monkeypatch.setattr(perf, "philly_replay", lambda timeout, engine="auto": None)
+    monkeypatch.setattr(perf, "compile_seconds", lambda timeout: {"compile_s": 9.5})
     env_steps = perf.env_steps
     monkeypatch.setattr(perf, "env_steps", lambda: env_steps(0.2))
     args = argparse.Namespace(out=tmp_path, quick=True, repeats=1, timeout=60.0,
@@ -37,3 +38,4 @@ def test_perf_json_has_the_keys_issue_6_names(tmp_path, monkeypatch, capsys):
     assert set(res["env_steps_per_s"]) == {"stop", "full", "cartpole"}
     out = capsys.readouterr().out
     assert "engine / bare" in out and "| compiled |" in out and "identical" in out
+    assert res["compile"] == {"compile_s": 9.5} and "empty numba cache" in out

@@ -3,9 +3,9 @@
 `Cluster` stays the reference and the only engine for the env, heterogeneous clusters and any
 policy written in Python. A policy that can be described by numbers (a priority key the kernel
 knows, preemptive or not, and one of the paper's stop rules) says so through `native_spec()`;
-`simulate` then runs it here, with results identical to `Cluster.run` bit for bit, 6-11x faster
-per E2 run and 12-14x at 100k jobs (PERFORMANCE.md). `engine="python"` (or
-EVALSTOP_ENGINE=python) forces the reference.
+`simulate` then runs it here, with results identical to `Cluster.run` bit for bit and several
+times faster (PERFORMANCE.md). `engine="python"` (or EVALSTOP_ENGINE=python) forces the
+reference.
 """
 
 from __future__ import annotations
