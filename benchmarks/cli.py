@@ -23,17 +23,17 @@ import yaml
 from evalstop_gym.config import ConfigError
 from evalstop_gym.experiment import list_experiments, load_experiment
 from evalstop_gym.sim.native import ENGINES
-from policies import PolicyNameError
+from evalstop_gym.policies import PolicyNameError
 
 from .pipeline import MATRIX, collate_out, prepare, run_experiment
 from .runner import BACKENDS, BackendError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "list": ("benchmarks.cli", "name the experiments and their titles"),
-    "run": ("benchmarks.cli", "run experiments (or 'all') and print their tables"),
-    "report": ("benchmarks.report", "run what is missing, then regenerate REPRODUCTION.md"),
-    "perf": ("benchmarks.perf", "simulator performance benchmark"),
-    "replay": ("benchmarks.replay", "replay a real trace or training log"),
+    "list": ("evalstop_gym.benchmarks.cli", "name the experiments and their titles"),
+    "run": ("evalstop_gym.benchmarks.cli", "run experiments (or 'all') and print their tables"),
+    "report": ("evalstop_gym.benchmarks.report", "run what is missing, then regenerate REPRODUCTION.md"),
+    "perf": ("evalstop_gym.benchmarks.perf", "simulator performance benchmark"),
+    "replay": ("evalstop_gym.benchmarks.replay", "replay a real trace or training log"),
 }
 USER_ERRORS = (ConfigError, PolicyNameError, BackendError)
 

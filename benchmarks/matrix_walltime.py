@@ -1,6 +1,6 @@
 """Wall time of the whole experiment matrix (`evalstop-bench run all`) from scratch.
 
-    python -m benchmarks.matrix_walltime --workers 2
+    python -m evalstop_gym.benchmarks.matrix_walltime --workers 2
 
 Runs every experiment into a fresh temporary directory (nothing is reused) and prints the wall
 time, the summed per-run simulation time and the slowest cells, so the "whole matrix in under two

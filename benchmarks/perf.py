@@ -1,6 +1,6 @@
 """Simulator performance: events/s against a bare heap, per-policy wall time, scaling, env steps/s.
 
-Run as `python -m benchmarks.perf [--out DIR] [--quick]`. Prints one table per measurement, writes
+Run as `python -m evalstop_gym.benchmarks.perf [--out DIR] [--quick]`. Prints one table per measurement, writes
 `DIR/perf.json`, and regenerates `PERFORMANCE.md` at the repository root. Each scaling size runs in
 its own subprocess, so its peak resident memory (`ru_maxrss`) is that size's alone. Every
 measurement is taken on both engines (`sim.native`, compiled; `Cluster`, the reference) in the
@@ -32,14 +32,13 @@ from evalstop_gym.experiment import load_experiment
 from evalstop_gym.sim import native
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import collector_paused, run_jobs, simulate
-from policies import parse_policy
+from evalstop_gym.policies import parse_policy
 
-ROOT = Path(__file__).resolve().parent.parent
 HEADLINE = "EvalStop-2+SRTF-Est"
 BASES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched")
 DETECTORS = ("EvalStop-2", "StopAt-0.5", "StopAt-0.65", "LossPlateau")
 SCALE = ((1_000, 320), (10_000, 3_200), (100_000, 10_000))
-PHILLY = ROOT.parent / "shared" / "traces" / "philly.csv"
+PHILLY = "philly.csv.gz"   # the packaged Philly subset
 NOTES_MARKER = "<!-- notes: kept as written when the figures above are regenerated -->"
 PHILLY_GPUS = 2_490    # Philly's GPU count as reported by Jeon et al. (ATC'19)
 
@@ -52,8 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="timed repeats of the E2 events/s measurement (best is kept)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds before a scaling size is abandoned (reported as such)")
+    parser.add_argument("--markdown", type=Path, default=Path("PERFORMANCE.md"),
+                        help="where to write the report (default: PERFORMANCE.md in the current "
+                             "directory; pass the repository's to regenerate it)")
     parser.add_argument("--no-markdown", action="store_true",
-                        help="do not rewrite PERFORMANCE.md")
+                        help="do not write the markdown report")
 
 
 @functools.cache
@@ -181,7 +183,7 @@ def scale_child(n_jobs: int, gpus: int, engine: str = "auto", seed: int = 42) ->
 
 
 def scale_point(n_jobs: int, gpus: int, timeout: float, engine: str) -> dict[str, Any]:
-    code = ("import json; from benchmarks.perf import scale_child; "
+    code = ("import json; from evalstop_gym.benchmarks.perf import scale_child; "
             f"print(json.dumps(scale_child({n_jobs}, {gpus}, {engine!r})))")
     failed = {"jobs": n_jobs, "gpus": gpus, "engine": engine, "wall_s": None,
               "peak_mem_mb": None}
@@ -239,7 +241,7 @@ def philly_replay(timeout: float, engine: str = "auto") -> dict[str, Any] | None
             return None
     except ImportError:
         return None
-    code = ("import json; from benchmarks.perf import philly_child; "
+    code = ("import json; from evalstop_gym.benchmarks.perf import philly_child; "
             f"print(json.dumps(philly_child({engine!r})))")
     return _child(code, timeout, {})
 
@@ -248,7 +250,7 @@ def philly_child(engine: str = "auto", seed: int = 42) -> dict[str, Any]:
     """The whole trace (every virtual cluster, every hour) on PHILLY_GPUS GPUs."""
     simulate(e2_config(50, 64), parse_policy(HEADLINE), seed, engine=engine)   # warm-up
     config = load_sim_config(overrides={
-        "workload.source": "philly", "trace.path": str(PHILLY), "trace.cluster": "",
+        "workload.source": "philly", "trace.path": PHILLY, "trace.cluster": "",
         "trace.start": "", "trace.hours": 1e7, "trace.max_jobs": 0, "cluster.gpus": PHILLY_GPUS})
     t0, c0 = time.perf_counter(), time.process_time()
     result = simulate(config, parse_policy(HEADLINE), seed, engine=engine)
@@ -276,7 +278,7 @@ def compile_seconds(timeout: float) -> dict[str, Any]:
     """Wall time of the first compiled run in a fresh process with an empty numba cache: the
     kernel's compile time, paid once per checkout (then loaded from the cache)."""
     code = ("import json, time; t0 = time.perf_counter(); "
-            "from benchmarks.perf import e2_config, HEADLINE; "
+            "from evalstop_gym.benchmarks.perf import e2_config, HEADLINE; "
             "from evalstop_gym.simulate import simulate; from policies import parse_policy; "
             "simulate(e2_config(50, 64), parse_policy(HEADLINE), 1, engine='native'); "
             "print(json.dumps({'compile_s': time.perf_counter() - t0}))")
@@ -289,7 +291,7 @@ def _child(code: str, timeout: float, failed: dict[str, Any],
            env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run `code` in a fresh interpreter; its last stdout line is the JSON result."""
     try:
-        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
                               text=True, check=False, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {**failed, "error": f"over the {timeout:g} s timeout"}
@@ -387,15 +389,14 @@ def tables(res: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_markdown(lines: list[str], quick: bool) -> None:
+def write_markdown(lines: list[str], quick: bool, path: Path) -> None:
     head = ["# Performance", "",
-            "Regenerated by `python -m benchmarks.perf` (`--quick` skips the 100k size); the raw",
+            "Regenerated by `python -m evalstop_gym.benchmarks.perf` (`--quick` skips the 100k size); the raw",
             "figures are in `perf.json`. The machine may be shared: timings are the best of",
             "repeats, and each scaling size also reports its CPU time, which other load inflates",
             "less than wall time. Targets (issue 6): 100k jobs on 10k GPUs under 60 s and 2 GiB,",
             "growth per 10x jobs under 15x, simulator / bare heap at least 1/3.", ""]
     note = ["", "_Quick run: the 100k size was skipped._"] if quick else []
-    path = ROOT / "PERFORMANCE.md"
     kept = ""   # hand-written notes below the marker survive regeneration
     if path.exists() and NOTES_MARKER in path.read_text():
         kept = path.read_text().split(NOTES_MARKER, 1)[1]
@@ -421,7 +422,7 @@ def main(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "perf.json").write_text(json.dumps(res, indent=2) + "\n")
     if not args.no_markdown:
-        write_markdown(lines, args.quick)
+        write_markdown(lines, args.quick, args.markdown)
     return 0
 
 

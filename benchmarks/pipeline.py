@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from evalstop_gym.experiment import Experiment, load_experiment
-from policies import make_policy
+from evalstop_gym.policies import make_policy
 
 from .runner import SweepResult, run_sweep
 from .stats import summary_table

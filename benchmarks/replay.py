@@ -20,7 +20,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from evalstop_gym.traces.logs import REPLAY_CLUSTER, LogError, LoggedRun, read_logs, replay_views
-from policies import PolicyNameError, make_detector
+from evalstop_gym.policies import PolicyNameError, make_detector
 
 from . import tables
 

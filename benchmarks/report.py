@@ -31,7 +31,6 @@ from .runner import load_runs
 from .tables import to_markdown
 
 log = logging.getLogger(__name__)
-REPO_ROOT = Path(__file__).resolve().parent.parent
 BEYOND = ("e7x", "e8x", "e2x", "philly")
 LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/ppo_stop_seed20000"),
                 Path("runs/ppo_stop_seed30000"), Path("runs/dqn_stop"))
@@ -41,8 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .cli import add_sweep_arguments
 
     add_sweep_arguments(p, "results")
-    p.add_argument("--reproduction", default=str(REPO_ROOT / "REPRODUCTION.md"),
-                   help="where to write the report (default: REPRODUCTION.md at the repo root)")
+    p.add_argument("--reproduction", default="REPRODUCTION.md",
+                   help="where to write the report (default: REPRODUCTION.md in the current "
+                        "directory; BEYOND.md and figures/ go beside it)")
     p.add_argument("--no-beyond", dest="beyond", action="store_false",
                    help="skip the beyond-the-paper experiments (e7x, e8x, e2x, philly) and "
                         "BEYOND.md")
@@ -136,7 +136,7 @@ def train_missing(folders: list[Path]) -> None:
             continue
         algo = "dqn" if "dqn" in folder.name else "ppo"
         seed = folder.name.rpartition("_seed")[2] if "_seed" in folder.name else "10000"
-        subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "train_stop_policy.py"),
+        subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.train_stop_policy",
                         "--algo", algo, "--seed", seed, "--out", str(folder)], check=True)
 
 

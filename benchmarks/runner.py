@@ -31,12 +31,12 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import evalstop_gym
-import policies
+import evalstop_gym.policies as policies
 from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
 from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.simulate import simulate
-from policies import make_policy
+from evalstop_gym.policies import make_policy
 
 log = logging.getLogger(__name__)
 

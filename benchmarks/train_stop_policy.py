@@ -6,7 +6,7 @@ reward and the paper metrics is printed and written as CSV and JSON beside the m
 
 Command behind the published figures (about 4 minutes on 2 CPU cores, 120k env steps):
 
-    python benchmarks/train_stop_policy.py --algo ppo --total-timesteps 120000 --out runs/ppo_stop
+    python -m evalstop_gym.benchmarks.train_stop_policy --algo ppo --total-timesteps 120000 --out runs/ppo_stop
 
 DQN: add `--algo dqn`. Needs the `rl` extra (stable-baselines3, torch).
 """

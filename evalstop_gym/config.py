@@ -14,6 +14,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ import yaml
 Range = tuple[float, float]
 IntRange = tuple[int, int]
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The packaged experiment and platform files (the repository's configs/, installed as
+# evalstop_gym.configs). pip always unpacks a wheel, so this is a directory on disk.
+CONFIG_DIR = Path(str(resources.files("evalstop_gym.configs")))
 
 
 class ConfigError(ValueError):
@@ -180,8 +183,8 @@ class TraceConfig:
     least rlhf_min_gpus GPUs is RLHF whatever its length. Curves are drawn as for synthetic jobs.
     """
 
-    path: str = _f("../shared/traces/philly.csv", doc="trace CSV; relative paths are from the "
-                   "repository root")
+    path: str = _f("philly.csv.gz", doc="trace CSV (.csv or .csv.gz), relative to the current "
+                   "directory; 'philly.csv.gz' is the packaged Philly subset")
     cluster: str = _f("", doc="virtual cluster id (e.g. 6214e9); empty = every cluster")
     start: str = _f("", doc="window start, 'YYYY-MM-DD HH:MM:SS'; empty = first job of the "
                     "selection")

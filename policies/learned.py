@@ -30,7 +30,7 @@ def load_sb3_model(path: str | Path) -> Any:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"model file {path} does not exist; train one with "
-                                "benchmarks/train_stop_policy.py")
+                                "python -m evalstop_gym.benchmarks.train_stop_policy")
     data, _, _ = load_from_zip_file(path, device="cpu", load_data=True)
     module = getattr((data or {}).get("policy_class"), "__module__", "")
     algo = DQN if ".dqn." in module else A2C if ".a2c." in module else PPO

@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
-from benchmarks import cli
+from evalstop_gym.benchmarks import cli
 from evalstop_gym.config import CONFIG_DIR
 
 TINY = """
@@ -77,7 +77,7 @@ def test_run_prints_the_table_and_writes_the_files(capsys, tmp_path):
 
 
 def test_a_subcommand_whose_module_is_missing_is_skipped(monkeypatch, capsys):
-    monkeypatch.setitem(cli.SUBCOMMANDS, "ghost", ("benchmarks.no_such_module", "absent"))
+    monkeypatch.setitem(cli.SUBCOMMANDS, "ghost", ("evalstop_gym.benchmarks.no_such_module", "absent"))
     parser = cli.build_parser()
     with pytest.raises(SystemExit):
         parser.parse_args(["ghost"])

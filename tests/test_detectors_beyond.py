@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import policies
+import evalstop_gym.policies as policies
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
-from policies.bocpd import BOCPD, p_turned_down, run_length_posterior
-from policies.cusum import CUSUM, cusum_down
-from policies.median_pruner import MedianPruner
-from policies.noise_estimate import PooledNoise
-from policies.patience import Patience, evals_without_improvement
+from evalstop_gym.policies.bocpd import BOCPD, p_turned_down, run_length_posterior
+from evalstop_gym.policies.cusum import CUSUM, cusum_down
+from evalstop_gym.policies.median_pruner import MedianPruner
+from evalstop_gym.policies.noise_estimate import PooledNoise
+from evalstop_gym.policies.patience import Patience, evals_without_improvement
 
 CLUSTER = ClusterView(now=0.0, total_gpus=8, free_gpus=0, n_waiting=0, n_running=1)
 GRID = (0.15, 0.30, 0.45, 0.60, 0.75, 0.90, 1.0)
@@ -165,7 +165,7 @@ def test_median_pruner_learns_only_from_completed_jobs_of_the_same_type():
 def test_beyond_analysis_from_a_runs_frame(tmp_path):
     import pandas as pd
 
-    from benchmarks import beyond
+    from evalstop_gym.benchmarks import beyond
 
     rows = []
     for sigma in (0.05, 0.10):

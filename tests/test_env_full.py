@@ -97,7 +97,7 @@ def test_ppo_smoke_on_both_modes():
 
 
 def test_table_eval_stop_agent_uses_eval_stop_thresholds():
-    from policies import make_detector
+    from evalstop_gym.policies import make_detector
 
     for k in (1, 2, 4):
         assert TableEvalStopAgent(MAX_JOBS, k_rlhf=k).k == make_detector(f"EvalStop-{k}").k

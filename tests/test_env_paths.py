@@ -16,7 +16,7 @@ from evalstop_gym.sim.jobs import JobState, Observation
 from evalstop_gym.sim.view import ClusterView, make_view
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from policies import make_policy
+from evalstop_gym.policies import make_policy
 
 SMALL = {"workload.n_jobs": 40}
 simulate_module = importlib.import_module("evalstop_gym.simulate")  # the module, not the function
@@ -82,7 +82,7 @@ def test_learned_detector_acts_the_same_through_env_and_simulate(tmp_path):
     """An (untrained) SB3 model: `model:` detector via simulate == model.predict via the env."""
     from stable_baselines3 import PPO
 
-    from policies import parse_policy
+    from evalstop_gym.policies import parse_policy
 
     env = gym.make("EvalStopCluster-v0", config="e2", **SMALL)
     model = PPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu")

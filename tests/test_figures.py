@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks import figures
+from evalstop_gym.benchmarks import figures
 
 
 def fake_runs(policies: list[tuple[str, str]], values: list[float]) -> pd.DataFrame:

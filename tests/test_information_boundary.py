@@ -13,7 +13,7 @@ from evalstop_gym.sim.jobs import Job
 from evalstop_gym.sim.protocols import CONTINUE
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView, make_view
 from evalstop_gym.sim.workload import generate_workload
-from policies import SRTFEst
+from evalstop_gym.policies import SRTFEst
 
 HIDDEN = {"is_hacking", "peak_progress", "duration", "eval_true", "eval_observed",
           "curve_params", "loss_params", "eval_points", "observations", "gpu_minutes_after_peak"}

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from benchmarks.learned_report import learned_section
+from evalstop_gym.benchmarks.learned_report import learned_section
 
 COLUMNS = ("reward", "jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped")
 

@@ -26,7 +26,7 @@ from evalstop_gym.sim.native import KEY_REMAINING_ESTIMATE, RULE_DECLINES
 from evalstop_gym.sim.view import SchedulerJobView
 from evalstop_gym.sim.workload import JOB_TYPES, generate_workload
 from evalstop_gym.simulate import run_jobs, score, simulate
-from policies import EvalStop, SRTFEst, parse_policy
+from evalstop_gym.policies import EvalStop, SRTFEst, parse_policy
 
 REPO = Path(__file__).parent.parent
 DEFAULTS = REPO / "configs" / "defaults.yaml"
@@ -232,7 +232,7 @@ import json
 from evalstop_gym.config import load_sim_config
 from evalstop_gym.sim import native_kernel
 from evalstop_gym.simulate import simulate
-from policies import parse_policy
+from evalstop_gym.policies import parse_policy
 config = load_sim_config("configs/defaults.yaml", overrides={"workload.n_jobs": 30})
 result = simulate(config, parse_policy("EvalStop-2+SRTF-Est"), 7, engine="native")
 print(json.dumps({"kernel": type(native_kernel.run).__name__, "events": result.events,

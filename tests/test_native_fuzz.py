@@ -20,7 +20,7 @@ from evalstop_gym.sim import native
 from evalstop_gym.sim.jobs import JobState
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from policies import parse_policy
+from evalstop_gym.policies import parse_policy
 
 DEFAULTS = Path(__file__).parent.parent / "configs" / "defaults.yaml"
 BASES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched")

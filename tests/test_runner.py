@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import runner
-from benchmarks.runner import run_sweep
+from evalstop_gym.benchmarks import runner
+from evalstop_gym.benchmarks.runner import run_sweep
 from evalstop_gym.config import CONFIG_DIR
 from evalstop_gym.experiment import load_experiment
 
@@ -83,7 +83,7 @@ def test_killed_subprocess_resumes_to_the_same_runs_csv(tmp_path):
     yaml_path = tiny_yaml(tmp_path, n_jobs=60)
     out = tmp_path / "killed"
     run_dir = out / "tiny" / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.cli", "run", str(yaml_path),
+    proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run", str(yaml_path),
                              "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -105,7 +105,7 @@ def test_killed_subprocess_resumes_to_the_same_runs_csv(tmp_path):
 
 def test_two_sweeps_with_one_seed_write_identical_runs_csv(tmp_path):
     """Determinism end to end: the same experiment run twice from scratch, byte-equal files."""
-    from benchmarks import cli
+    from evalstop_gym.benchmarks import cli
 
     exp = str(tiny_yaml(tmp_path))
     for out in ("a", "b"):

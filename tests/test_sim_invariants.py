@@ -11,7 +11,7 @@ from evalstop_gym.sim.kernel import EventQueue, SimulationError
 from evalstop_gym.sim.protocols import Allocation
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from policies import parse_policy
+from evalstop_gym.policies import parse_policy
 
 POLICIES = ["SRTF-Est", "FIFO", "SJF-Est", "LossAware", "EvalSched", "EvalStop-2+SRTF-Est",
             "StopAt-0.65+SRTF-Est", "LossPlateau+FIFO", "EvalStop-1+LossAware"]

@@ -129,7 +129,7 @@ def test_seed_changes_curves_not_the_trace():
 
 
 def test_simulate_runs_unchanged_on_a_replayed_window():
-    import policies
+    import evalstop_gym.policies as policies
     from evalstop_gym.simulate import simulate
 
     result = simulate(philly(hours=6.0), policies.make_policy("SRTF-Est", "EvalStop-2"), 42)

@@ -34,7 +34,7 @@ class HeuristicAgent:
     """A detector (or None for NoStop) acting in control="stop"."""
 
     def __init__(self, detector: Detector | None) -> None:
-        from policies.detector import DetectorBase  # the policies package sits above the env
+        from evalstop_gym.policies.detector import DetectorBase  # the policies package sits above the env
 
         self.detector = detector
         self.name = detector.name if detector is not None else "NoStop"
@@ -45,7 +45,7 @@ class HeuristicAgent:
     @classmethod
     def from_name(cls, name: str) -> HeuristicAgent:
         """'EvalStop-2', 'StopAt-0.65', 'NoStop', ... (any registered detector name)."""
-        from policies import make_detector
+        from evalstop_gym.policies import make_detector
 
         return cls(make_detector(name))
 

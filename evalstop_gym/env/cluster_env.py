@@ -106,7 +106,7 @@ class EvalStopClusterEnv(gym.Env):
                  milestones: Iterable[float] = (), max_jobs: int = 64,
                  overrides: Mapping[str, Any] | None = None, render_mode: str | None = None,
                  **dotted_overrides: Any) -> None:
-        from policies import make_base  # the policies package sits above the env
+        from evalstop_gym.policies import make_base  # the policies package sits above the env
 
         if control not in CONTROLS:
             raise ValueError(f"control={control!r}: choose one of {', '.join(CONTROLS)}")

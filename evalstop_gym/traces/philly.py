@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import csv
 import functools
+import gzip
 import math
 from datetime import datetime
+from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,7 +30,7 @@ from ..sim.curves import eval_noise
 from ..sim.jobs import Job
 from ..sim.workload import JobSpec, eval_points, make_jobs
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGED = "philly.csv.gz"  # the public Philly subset shipped as package data (data/README.md)
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -47,8 +49,11 @@ class TraceRows(NamedTuple):
 
 
 def resolve_path(path: str) -> Path:
-    p = Path(path)
-    return p if p.is_absolute() else REPO_ROOT / p
+    """`path` as given when it names a file; the packaged subset for its name (the default)."""
+    p = Path(path).expanduser()
+    if p.is_file() or p.is_absolute() or str(path) != PACKAGED:
+        return p
+    return Path(str(resources.files("evalstop_gym.traces") / "data" / PACKAGED))
 
 
 def _parse_row(row: dict[str, str], where: str) -> tuple[str, float, int, str]:
@@ -65,7 +70,8 @@ def _parse_row(row: dict[str, str], where: str) -> tuple[str, float, int, str]:
 
 
 def _read_rows(path: Path) -> list[tuple[str, float, int, str]]:
-    with path.open(newline="") as fh:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -105,8 +111,9 @@ def load_trace(path: str | Path) -> TraceRows:
     """The whole trace, validated and sorted by submission time."""
     p = resolve_path(str(path))
     if not p.is_file():
-        raise TraceError(f"{p}: trace file not found; set trace.path (relative paths are from "
-                         f"{REPO_ROOT}) to a copy of philly.csv")
+        raise TraceError(f"{p}: trace file not found; set trace.path to a copy of philly.csv "
+                         f"(relative to the current directory) or to {PACKAGED!r}, the packaged "
+                         f"subset")
     return _load_cached(p, p.stat().st_mtime)
 
 
