@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from .config import SimConfig
+import numpy as np
+
+from .config import ConfigError, SimConfig
+from .experiment import platform_config
 from .metrics import aggregate, job_record
 from .sim import native
 from .sim.cluster import Cluster
@@ -45,14 +50,53 @@ def score(config: SimConfig, events: int, jobs: list[Job], policy_name: str,
     return RunResult(policy_name, seed, metrics, records, events)
 
 
-def simulate(config: SimConfig, policy: Policy, seed: int, engine: str | None = None
-             ) -> RunResult:
+def resolve_config(config: str | os.PathLike | SimConfig,
+                   overrides: Mapping[str, Any] | None = None) -> SimConfig:
+    """An experiment or platform name ("e2", "defaults"), a YAML path, or a SimConfig; then
+    dotted overrides ({"noise.sigma": 0.05})."""
+    if isinstance(config, bool) or not isinstance(config, (str, os.PathLike, SimConfig)):
+        raise ConfigError(f"config={config!r}: expected an experiment or platform name "
+                          f"('e2', 'defaults'), a YAML path or a SimConfig")
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError(f"overrides={overrides!r}: expected a mapping of dotted keys to "
+                          f"values, e.g. {{'noise.sigma': 0.05}}")
+    base = platform_config(Path(config) if isinstance(config, os.PathLike) else config)
+    return base.with_overrides(overrides) if overrides else base
+
+
+def resolve_policy(policy: str | Policy) -> Policy:
+    """A policy object as given, or one built from its name ("EvalStop-2+SRTF-Est")."""
+    if isinstance(policy, str):
+        from evalstop_gym.policies import parse_policy  # the policies sit one floor down
+
+        return parse_policy(policy)
+    if not callable(getattr(policy, "reset", None)) or not hasattr(policy, "name"):
+        raise TypeError(f"policy={policy!r}: expected a policy name such as "
+                        f"'EvalStop-2+SRTF-Est' or a policy object (see sim.protocols.Policy)")
+    return policy
+
+
+def check_seed(seed: Any) -> int:
+    """`seed` as an int >= 0; anything else (None, bool, 1.5, '3', -1) is a one-line error."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed={seed!r}: expected a whole number >= 0 (an int; a run is "
+                         f"always seeded, so the same seed gives the same workload)")
+    return int(seed)
+
+
+def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: int,
+             engine: str | None = None) -> RunResult:
     """Run `policy` on the workload of `seed` to the end and score it.
 
+    `config`: an experiment or platform name, a YAML path or a SimConfig (`resolve_config`);
+    `policy`: a name ("EvalStop-2+SRTF-Est", "SRTF-Est") or a policy object; `seed`: int >= 0.
     `engine`: "auto" runs the compiled engine when the policy has a native form (`sim.native`),
     else the reference `Cluster`; "native" insists on the compiled one, "python" on the
     reference. Both give identical results. None reads EVALSTOP_ENGINE (default "auto").
     """
+    seed = check_seed(seed)
+    config = resolve_config(config)
+    policy = resolve_policy(policy)
     policy.reset()
     spec = native.select(config, policy, engine)
     with collector_paused():
