@@ -3,7 +3,8 @@
 Every "ours" comes from the runs DataFrames; nothing measured is typed here. Verdicts:
 `reproduced` (within the stated tolerance, or the stated bound holds), `same direction` (the
 sign of the effect agrees but its size does not, or a stated change is not significant over our
-seeds), `not reproduced` (with the measured number).
+seeds), `not reproduced` (with the measured number). A figure that a constant was tuned to
+match is a `fit` when it holds (`as_fit`): agreement there tests nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from .stats import improvement, mean_ci, welch_p
 
 Runs = Mapping[str, pd.DataFrame]
 SRTF, EVAL2 = "SRTF-Est", "EvalStop-2+SRTF-Est"
-REPRO, SAME, NOT = "reproduced", "same direction", "not reproduced"
+REPRO, SAME, NOT, FIT = "reproduced", "same direction", "not reproduced", "fit"
+VERDICTS = (REPRO, FIT, SAME, NOT)
 ALPHA = 0.05   # a stated change is established when Welch's p is below this (or nothing varies)
 
 
@@ -117,6 +119,13 @@ def ratio(exp: str, claim: str, paper: float, cell: Stat, ref: Stat, tol: float)
     if abs(r - paper) <= tol:
         return Row(exp, claim, paper_s, f"{r:.2f}x", REPRO, f"within ±{tol:g}x")
     return Row(exp, claim, paper_s, f"{r:.2f}x", SAME, f"right direction, off by {r - paper:+.2f}x")
+
+
+def as_fit(row: Row, tuned: str) -> Row:
+    """`row` for a figure that `tuned` (the constant named) was calibrated to: a held figure
+    becomes a `fit`, since agreeing with one's own target is no test; a missed one stays missed."""
+    why = f"{row.why}; calibration target ({tuned} was tuned to it)"
+    return row._replace(verdict=FIT if row.verdict == REPRO else row.verdict, why=why)
 
 
 def check(exp: str, claim: str, paper: str, ours: str, ok: bool, why: str) -> Row:

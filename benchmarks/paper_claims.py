@@ -10,10 +10,14 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from evalstop_gym.config import SimConfig
+from evalstop_gym.experiment import load_experiment
+
 from .claims import (
     EVAL2,
     SRTF,
     Row,
+    as_fit,
     bound,
     check,
     delta,
@@ -24,9 +28,30 @@ from .claims import (
     stat,
     trend,
 )
-from .stats import improvement, welch_p
+from .stats import welch_p
 
-FPR_NOTE = "FPR over healthy RLHF jobs (SPEC); the paper's number matches FP / all non-hacking"
+# Every FPR figure is judged once, as FP / all non-hacking jobs (`fpr_all`): the paper's own
+# numbers rule the healthy-RLHF definition out (E1 StopAt 9.7%, E2 LossPlateau 24.7%, E8 StopAt
+# 77% are all far below what stopping every RLHF job gives over healthy RLHF jobs, 100%).
+
+
+def healthy_fpr(r: pd.DataFrame, **sel: object) -> str:
+    """SPEC's FPR (over healthy RLHF jobs), shown beside the judged one."""
+    return f"FP / healthy RLHF (SPEC's FPR): {fmt(stat(r, 'fpr', **sel), True)}"
+
+
+def waste_ceiling(config: SimConfig) -> tuple[str, float]:
+    """The wasted fraction the stated curves allow with no stopping at all, and its arithmetic:
+    hacking share of RLHF x the mean share of a hacking run past its peak x RLHF's share of
+    training GPU-minutes (mix x mean duration x mean GPUs per type), read from `config`."""
+    wl, jt = config.workload, config.job_types
+    load = {t: getattr(wl.mix, t) * getattr(jt, t).duration_estimate * sum(getattr(jt, t).gpus)
+            / 2 for t in ("lora", "dpo", "rlhf")}
+    rlhf = load["rlhf"] / sum(load.values())
+    past = 1.0 - sum(config.curves.rlhf_hacking.peak_progress) / 2
+    top = wl.hacking_fraction * past * rlhf
+    return (f"{wl.hacking_fraction:g} hacking x {past:.2f} of a run past the peak x {rlhf:.2f} "
+            f"of GPU time in RLHF = {top:.1%} at most (the variant write-up: 20.3%)"), top
 
 
 def e1(r: pd.DataFrame) -> list[Row]:
@@ -41,63 +66,74 @@ def e1(r: pd.DataFrame) -> list[Row]:
         delta("E1", "EvalStop-2 JCT vs SRTF-Est", "jct", jct[EVAL2], jct[SRTF], None, 0, +1),
         check("E1", "EvalStop TTFUC matches StopAt-0.65", "matches", f"{gap:+.1f}% vs StopAt",
               abs(gap) <= 10, "within ±10%" if abs(gap) <= 10 else "differs by more than 10%"),
-        level("E1", "StopAt-0.65 FPR-all (FP / non-hacking)", 0.097,
-              stat(r, "fpr_all", policy="StopAt-0.65+SRTF-Est"), 0.05, True),
-        level("E1", "StopAt-0.65 FPR (healthy RLHF)", 0.097,
-              stat(r, "fpr", policy="StopAt-0.65+SRTF-Est"), 0.05, True, FPR_NOTE),
-        level("E1", "EvalStop-2 FPR", 0.0, stat(r, "fpr", policy=EVAL2), 0.03, True),
+        level("E1", "StopAt-0.65 FPR (FP / non-hacking)", 0.097,
+              stat(r, "fpr_all", policy="StopAt-0.65+SRTF-Est"), 0.05, True,
+              healthy_fpr(r, policy="StopAt-0.65+SRTF-Est")),
+        level("E1", "EvalStop-2 FPR (FP / non-hacking)", 0.0, stat(r, "fpr_all", policy=EVAL2),
+              0.03, True, healthy_fpr(r, policy=EVAL2)),
     ]
 
 
 def e2(r: pd.DataFrame) -> list[Row]:
     s = {m: {p: stat(r, m, policy=p) for p in r["policy"].unique()}
-         for m in ("jct", "wasted_frac", "precision", "recall", "fpr", "fpr_all", "n_stopped",
-                   "jain")}
+         for m in ("jct", "wasted_frac", "precision", "recall", "fpr_all", "n_stopped", "jain")}
     sa5, sa65, lp = "StopAt-0.5+SRTF-Est", "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est"
-    rate = 0.6  # configured hacking fraction of RLHF jobs (configs/defaults.yaml)
+    config = load_experiment("e2").config
+    rate = config.workload.hacking_fraction
+    ceiling, _ = waste_ceiling(config)
     jain_e, jain_s = s["jain"][EVAL2], s["jain"][SRTF]
     jain_p = welch_p(jain_e.values, jain_s.values)
     fast = sorted(s["jct"], key=lambda p: s["jct"][p].mean)[:2]
     return [
-        level("E2", "SRTF-Est mean JCT (min)", 1124, s["jct"][SRTF], 112.4,
-              note="absolute minutes depend on the calibrated arrival rate and eval cost"),
-        level("E2", "SRTF-Est wasted compute", 0.345, s["wasted_frac"][SRTF], 0.05, True),
+        as_fit(level("E2", "SRTF-Est mean JCT (min)", 1124, s["jct"][SRTF], 112.4),
+               "workload.arrival_rate_per_min"),
+        level("E2", "SRTF-Est wasted compute", 0.345, s["wasted_frac"][SRTF], 0.05, True,
+              f"the stated curves allow {ceiling}"),
         bound("E2", "EvalStop-2 precision >= 95% (paper 98.3%)", ">= 95%",
               s["precision"][EVAL2], lambda v: v >= 0.95, True),
         bound("E2", "EvalStop-2 recall >= 95% (paper 99%)", ">= 95%", s["recall"][EVAL2],
               lambda v: v >= 0.95, True),
-        bound("E2", "EvalStop-2 FPR <= 3% (paper 1.5%)", "<= 3%", s["fpr"][EVAL2],
-              lambda v: v <= 0.03, True),
+        bound("E2", "EvalStop-2 FPR <= 3% (paper 1.5%; FP / non-hacking)", "<= 3%",
+              s["fpr_all"][EVAL2], lambda v: v <= 0.03, True, healthy_fpr(r, policy=EVAL2)),
         delta("E2", "EvalStop-2 JCT improvement vs SRTF-Est", "jct", s["jct"][EVAL2],
               s["jct"][SRTF], 9.4, 5, +1),
         delta("E2", "EvalStop-2 wasted change vs SRTF-Est", "wasted_frac",
               s["wasted_frac"][EVAL2], s["wasted_frac"][SRTF], -21.8, 5, -1),
         level("E2", "EvalStop-2 jobs stopped", 93, s["n_stopped"][EVAL2], 14),
         level("E2", "EvalStop-2 mean JCT (min)", 1018, s["jct"][EVAL2], 101.8),
-        level("E2", "EvalStop-2 wasted compute", 0.269, s["wasted_frac"][EVAL2], 0.05, True),
+        level("E2", "EvalStop-2 wasted compute", 0.269, s["wasted_frac"][EVAL2], 0.05, True,
+              f"above what no stopping at all allows: {ceiling}"),
         check("E2", "StopAt-0.5/0.65 have the best JCT", "best two", ", ".join(fast),
               set(fast) == {sa5, sa65}, "ordering of cell means"),
         level("E2", "StopAt-0.65 precision", 0.57, s["precision"][sa65], 0.05, True),
-        bound("E2", "StopAt-0.65 precision within 5 points of the base rate", "60% ± 5",
-              s["precision"][sa65], lambda v: abs(v - rate) <= 0.05, True,
-              "configured hacking fraction 60%"),
-        level("E2", "StopAt-0.65 FPR-all (FP / non-hacking)", 0.645, s["fpr_all"][sa65], 0.05,
-              True),
-        bound("E2", "StopAt-0.65 FPR >= 50% (healthy RLHF)", ">= 50%", s["fpr"][sa65],
-              lambda v: v >= 0.5, True, FPR_NOTE),
+        bound("E2", "StopAt-0.65 precision within 5 points of the base rate",
+              f"{rate:.0%} ± 5", s["precision"][sa65], lambda v: abs(v - rate) <= 0.05, True,
+              f"configured hacking fraction {rate:.0%}"),
+        level("E2", "StopAt-0.65 FPR (FP / non-hacking)", 0.645, s["fpr_all"][sa65], 0.05,
+              True, healthy_fpr(r, policy=sa65)),
         level("E2", "LossPlateau recall", 0.383, s["recall"][lp], 0.05, True),
         bound("E2", "LossPlateau recall <= 60%", "<= 60%", s["recall"][lp],
               lambda v: v <= 0.6, True),
-        level("E2", "LossPlateau FPR (healthy RLHF)", 0.247, s["fpr"][lp], 0.05, True, FPR_NOTE),
-        level("E2", "LossPlateau FPR-all (FP / non-hacking)", 0.247, s["fpr_all"][lp], 0.05,
-              True),
+        level("E2", "LossPlateau FPR (FP / non-hacking)", 0.247, s["fpr_all"][lp], 0.05, True,
+              healthy_fpr(r, policy=lp)),
         check("E2", "Jain's index with EvalStop within noise of SRTF-Est", "p > 0.05",
               f"{fmt(jain_e)} vs {fmt(jain_s)} (p = {jain_p:.3g})",
               min(jain_e.n, jain_s.n) > 1 and not jain_p <= 0.05,
               "Welch's t-test on Jain's index (p undefined only when neither varies)"),
-        ratio("E2", "EvalSched JCT / SRTF-Est JCT", 2.2, s["jct"]["EvalSched"], s["jct"][SRTF],
-              0.22),
+        eval_sched_ratio(s["jct"]),
     ]
+
+
+def eval_sched_ratio(jct: dict) -> Row:
+    """EvalSched's JCT against SRTF-Est, judged on the paper's form (demoted jobs keep their GPUs
+    and get a share of time); the strict-priority form, when run, is shown beside it."""
+    row = ratio("E2", "EvalSched JCT / SRTF-Est JCT (time-sliced)", 2.2, jct["EvalSched"],
+                jct[SRTF], 0.22)
+    strict = jct.get("EvalSched-Strict")
+    if strict is None or not strict.n or not jct[SRTF].mean:
+        return row
+    return row._replace(why=f"{row.why}; strict priority (EvalSched-Strict): "
+                            f"{strict.mean / jct[SRTF].mean:.2f}x")
 
 
 def e3(r: pd.DataFrame) -> list[Row]:
@@ -126,8 +162,9 @@ def e4(r: pd.DataFrame) -> list[Row]:
             rows.append(d._replace(paper=f"{lo:+d}..{hi:+d}%"))
         rows.append(bound("E4", f"{cell}: precision > 97%", "> 97%",
                           stat(r, "precision", label=cell), lambda v: v > 0.97, True))
-        rows.append(bound("E4", f"{cell}: FPR < 3%", "< 3%", stat(r, "fpr", label=cell),
-                          lambda v: v < 0.03, True))
+        rows.append(bound("E4", f"{cell}: FPR < 3% (FP / non-hacking)", "< 3%",
+                          stat(r, "fpr_all", label=cell), lambda v: v < 0.03, True,
+                          healthy_fpr(r, label=cell)))
     return rows
 
 
@@ -141,9 +178,10 @@ def e5(r: pd.DataFrame) -> list[Row]:
         level("E5", "k=2 jobs stopped", 93, k(2, "n_stopped"), 14),
         check("E5", "k=1 stops more jobs than k=2, with a higher FPR", "more, higher",
               f"stopped {fmt(k(1, 'n_stopped'))} vs {fmt(k(2, 'n_stopped'))}; FPR "
-              f"{fmt(k(1, 'fpr'), True)} vs {fmt(k(2, 'fpr'), True)}",
+              f"{fmt(k(1, 'fpr_all'), True)} vs {fmt(k(2, 'fpr_all'), True)}",
               k(1, "n_stopped").mean > k(2, "n_stopped").mean
-              and k(1, "fpr").mean > k(2, "fpr").mean, "cell means"),
+              and k(1, "fpr_all").mean > k(2, "fpr_all").mean,
+              "cell means; FPR as FP / non-hacking"),
         check("E5", "k >= 4 stops <= 2 jobs", "<= 2", f"k=4: {fmt(k(4, 'n_stopped'))}, "
               f"k=5: {fmt(k(5, 'n_stopped'))}", all(k(n, "n_stopped").mean <= 2 for n in (4, 5)),
               "mean jobs stopped, each k"),
@@ -151,25 +189,21 @@ def e5(r: pd.DataFrame) -> list[Row]:
 
 
 def e6(r: pd.DataFrame) -> list[Row]:
-    # The paper's 867 and 1123 are both read against one SRTF-Est JCT (1124, the 15% default),
-    # so both point checks use that cell; the trend check compares at the same interval.
-    ref = stat(r, "jct", policy=SRTF, value=0.15)
-    same = {v: s for v, s in trend(r, "jct", SRTF)}
-    ev = trend(r, "jct", EVAL2)
-    gains = [(v, 100 * (same[v].mean - s.mean) / same[v].mean) for v, s in ev]
-    at30 = stat(r, "jct", policy=EVAL2, value=0.3)
-    gain30 = improvement("jct", at30.mean, ref.mean)
+    # "Saves" is saved compute (the paper: "saves 24% of planned compute"): GPU-minutes avoided
+    # by stopping / planned GPU-minutes, of EvalStop-2 at each interval.
+    saved = trend(r, "saved_frac", EVAL2)
     return [
-        delta("E6", "5% interval: EvalStop JCT vs SRTF-Est at the 15% default", "jct",
-              stat(r, "jct", policy=EVAL2, value=0.05), ref, 24.0, 5, +1),
+        level("E6", "5% interval: EvalStop saves 24% of planned compute", 0.24,
+              stat(r, "saved_frac", policy=EVAL2, value=0.05), 0.05, True),
         level("E6", "5% interval: EvalStop mean JCT (min)", 867,
               stat(r, "jct", policy=EVAL2, value=0.05), 86.7),
-        level("E6", "30% interval: EvalStop mean JCT (min)", 1123, at30, 112.3),
-        check("E6", "30% interval saves < 1% (vs SRTF-Est at the 15% default)", "< 1%",
-              f"{gain30:+.1f}%", gain30 < 1, "JCT gain against the paper's 1124-min reference"),
-        check("E6", "Savings shrink as the interval grows", "shrinks",
-              ", ".join(f"{v:g}: {g:+.1f}%" for v, g in gains), gains[0][1] > gains[-1][1],
-              "JCT gain vs SRTF-Est at the same interval, first vs last"),
+        level("E6", "30% interval: EvalStop mean JCT (min)", 1123,
+              stat(r, "jct", policy=EVAL2, value=0.3), 112.3),
+        bound("E6", "30% interval: EvalStop saves < 1% of planned compute", "< 1%",
+              stat(r, "saved_frac", policy=EVAL2, value=0.3), lambda v: v < 0.01, True),
+        check("E6", "Savings shrink as the interval grows", "shrinks", show_trend(saved),
+              bool(saved) and saved[0][1].mean > saved[-1][1].mean,
+              "saved compute of EvalStop-2, first vs last interval"),
     ]
 
 
@@ -205,10 +239,9 @@ def e8(r: pd.DataFrame) -> list[Row]:
               show_trend(sa), off <= 0.05, f"largest gap {off:.1%} (tolerance 5 points)"),
         level("E8", "StopAt-0.65 precision at a 20% base rate", 0.20,
               stat(r, "precision", policy="StopAt-0.65+SRTF-Est", value=0.2), 0.05, True),
-        level("E8", "StopAt-0.65 FPR-all at a 20% base rate", 0.77,
-              stat(r, "fpr_all", policy="StopAt-0.65+SRTF-Est", value=0.2), 0.05, True),
-        level("E8", "StopAt-0.65 FPR (healthy RLHF) at a 20% base rate", 0.77,
-              stat(r, "fpr", policy="StopAt-0.65+SRTF-Est", value=0.2), 0.05, True, FPR_NOTE),
+        level("E8", "StopAt-0.65 FPR (FP / non-hacking) at a 20% base rate", 0.77,
+              stat(r, "fpr_all", policy="StopAt-0.65+SRTF-Est", value=0.2), 0.05, True,
+              healthy_fpr(r, policy="StopAt-0.65+SRTF-Est", value=0.2)),
     ]
 
 
