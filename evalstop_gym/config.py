@@ -55,6 +55,9 @@ class ClusterConfig:
     preemption_overhead_min: float = _f(2.0, 0, None,
                                         "minutes of restart cost when a preempted job resumes")
     kinds: tuple[GpuKind, ...] = _f((), doc="GPU kinds; empty: `gpus` identical reference GPUs")
+    time_slice_share: float = _f(0.25, 0, 1, "share of time a time-sliced job trains and "
+                                 "evaluates while it keeps its GPUs (EvalSched's demoted jobs)",
+                                 lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,9 @@ class WorkloadConfig:
                                      lo_open=True)
     mix: Mix = field(default_factory=Mix)
     hacking_fraction: float = _f(0.6, 0, 1, "fraction of RLHF jobs that reward-hack")
+    counts: str = _f("independent", doc="independent (each job's type and hacking label drawn "
+                     "on its own) or exact (the mix and the hacking fraction as fixed counts, "
+                     "largest remainder, in an order shuffled by the seed)")
     source: str = _f("synthetic", doc="synthetic (Poisson arrivals, the sizes above) or philly "
                      "(arrivals, durations and GPUs from the `trace` section; n_jobs, "
                      "arrival_rate_per_min and mix are then unused)")
@@ -163,6 +169,9 @@ class NoiseConfig:
 class EvalSchedule:
     interval: float = _f(0.15, 0, 1, "evals every this fraction of progress", lo_open=True)
     final: bool = _f(True, doc="also evaluate at completion (progress 1.0)")
+    cost: str = _f("per_type", doc="per_type (each type's eval_minutes) or per_gpu (eval_minutes "
+                   "x the job's GPUs / its type's mean GPU demand: eval time grows with model "
+                   "size, the type's mean kept)")
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,8 @@ class MetricsConfig:
 
 
 WORKLOAD_SOURCES = ("synthetic", "philly")
+WORKLOAD_COUNTS = ("independent", "exact")
+EVAL_COSTS = ("per_type", "per_gpu")
 
 
 @dataclass(frozen=True)
@@ -360,6 +371,12 @@ def _check_object(obj: Any, path: str) -> None:
         if abs(total - 1.0) > 1e-6:
             where = path or "mix"
             raise ConfigError(f"{where}: lora + dpo + rlhf must sum to 1, got {total:g}")
+    if isinstance(obj, WorkloadConfig) and obj.counts not in WORKLOAD_COUNTS:
+        raise ConfigError(f"{path or 'workload'}.counts: {obj.counts!r} is not one of "
+                          f"{', '.join(WORKLOAD_COUNTS)}")
+    if isinstance(obj, EvalSchedule) and obj.cost not in EVAL_COSTS:
+        raise ConfigError(f"{path or 'evals'}.cost: {obj.cost!r} is not one of "
+                          f"{', '.join(EVAL_COSTS)}")
     if isinstance(obj, WorkloadConfig) and obj.source not in WORKLOAD_SOURCES:
         raise ConfigError(f"{path or 'workload'}.source: {obj.source!r} is not one of "
                           f"{', '.join(WORKLOAD_SOURCES)}")

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..config import JobTypeConfig, SimConfig
+from ..config import JobTypeConfig, SimConfig, WorkloadConfig
 from .curves import eval_noise, exp_loss, gao_hacking, observe, saturating
 from .jobs import Job
 
@@ -61,9 +61,7 @@ def generate_workload(config: SimConfig, seed: int) -> list[Job]:
     n = wl.n_jobs
     arrivals = np.cumsum(arrivals_rng.exponential(1.0 / wl.arrival_rate_per_min, n))
     tenants = arrivals_rng.integers(0, wl.n_tenants, n)
-    mix = np.array([wl.mix.lora, wl.mix.dpo, wl.mix.rlhf])
-    types = arrivals_rng.choice(3, size=n, p=mix / mix.sum())
-    hacking = curves_rng.random(n) < wl.hacking_fraction
+    types, hacking = draw_types(wl, arrivals_rng, curves_rng)
     points = eval_points(config.evals.interval, config.evals.final)
     noise = eval_noise(noise_rng, (n, len(points)), config.noise)
     specs = []
@@ -75,6 +73,43 @@ def generate_workload(config: SimConfig, seed: int) -> list[Job]:
         specs.append(JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
                              bool(job_type == "rlhf" and hacking[i])))
     return make_jobs(config, specs, points, noise, curves_rng)
+
+
+def draw_types(wl: WorkloadConfig, arrivals_rng: np.random.Generator,
+               curves_rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's type code (JOB_TYPES order) and hacking flag (meaningful for RLHF jobs only).
+
+    `counts: independent` draws each job on its own; `exact` realises the mix and the hacking
+    fraction as fixed counts (largest remainder), the order shuffled by the seed's streams.
+    """
+    n, mix = wl.n_jobs, np.array([wl.mix.lora, wl.mix.dpo, wl.mix.rlhf])
+    if wl.counts == "independent":
+        types = arrivals_rng.choice(3, size=n, p=mix / mix.sum())
+        return types, curves_rng.random(n) < wl.hacking_fraction
+    types = arrivals_rng.permutation(np.repeat(np.arange(3), exact_counts(n, mix)))
+    rlhf = np.flatnonzero(types == JOB_TYPES.index("rlhf"))
+    n_hacking = exact_counts(len(rlhf), [wl.hacking_fraction, 1.0 - wl.hacking_fraction])[0]
+    hacking = np.zeros(n, dtype=bool)
+    hacking[curves_rng.permutation(rlhf)[:n_hacking]] = True
+    return types, hacking
+
+
+def exact_counts(n: int, shares: Sequence[float]) -> list[int]:
+    """`n` split in proportion to `shares` by largest remainder (ties to the earlier share)."""
+    quota = np.asarray(shares, dtype=np.float64) * n / float(np.sum(shares))
+    counts = np.floor(quota + 1e-9).astype(np.int64)
+    order = sorted(range(len(quota)), key=lambda k: (-(quota[k] - counts[k]), k))
+    for k in order[:n - int(counts.sum())]:
+        counts[k] += 1
+    return counts.tolist()
+
+
+def eval_minutes(config: SimConfig, profile: JobTypeConfig, gpus: int) -> float:
+    """Minutes one eval of a job takes: its type's figure, or (`evals.cost: per_gpu`) that figure
+    scaled by the job's GPUs over the type's mean demand, as eval time grows with model size."""
+    if config.evals.cost == "per_type":
+        return profile.eval_minutes
+    return profile.eval_minutes * gpus / ((profile.gpus[0] + profile.gpus[1]) / 2)
 
 
 def make_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
@@ -124,7 +159,8 @@ def make_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
             peak_progress=params[i][HACKING_PARAMS.index("peak_progress")] if spec.is_hacking
             else 1.0,
             eval_points=points, eval_true=true[i], eval_observed=observed[i],
-            eval_minutes=profile.eval_minutes, loss_params=tuple(params[i][n_curve:]),
+            eval_minutes=eval_minutes(config, profile, spec.gpus),
+            loss_params=tuple(params[i][n_curve:]),
             curve_params=tuple(params[i][:n_curve])))
     return jobs
 
