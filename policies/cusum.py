@@ -29,7 +29,16 @@ from .registry import register_detector
 
 
 def cusum_down(scores: Sequence[float], scale: float, drift: float) -> float:
-    """The downward CUSUM statistic after the last score."""
+    """The downward CUSUM statistic after the last score.
+
+    A history that can `fold` (a live run's, see `evalstop_gym.online`) keeps the statistic
+    between evals while the scale stays the same (a fixed sigma), so each eval is added once."""
+    fold = getattr(scores, "fold", None)
+    if fold is not None:
+        def step(state: tuple[float, float | None], x: float) -> tuple[float, float | None]:
+            s, prev = state
+            return (s if prev is None else max(0.0, s - (x - prev) / scale - drift)), x
+        return fold("CUSUM.down", (float(scale), drift), step, (0.0, None))[0]
     s = 0.0
     for d in np.diff(np.asarray(scores, dtype=float)):
         s = max(0.0, s - d / scale - drift)

@@ -17,6 +17,8 @@ class DetectorBase:
     name = "detector"
     milestones: tuple[float, ...] = ()
     types: tuple[str, ...] = MONITORED
+    # What it reads: "evals", "loss" (training loss), "progress", "runs" (learns from ended runs)
+    needs: tuple[str, ...] = ("evals",)
 
     def decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         if job.job_type not in self.types:

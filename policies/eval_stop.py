@@ -36,7 +36,12 @@ class EvalStop(DetectorBase):
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         k = self.k[job.job_type]
-        declines = decline_count(job.eval_scores, below_best=self.variant == "best")
+        # It stops the first time the count reaches k, so the last k + 1 scores decide: the
+        # count read off them is the same up to k, and an eval costs O(k) however long the run.
+        # (A score below the previous one is also below the best before it, so "best" reads the
+        # same tail.)
+        tail = tuple(job.eval_scores[-(k + 1):])
+        declines = decline_count(tail, below_best=self.variant == "best")
         if declines >= k:
             return stop(self.reason(job.job_type, declines))
         return CONTINUE

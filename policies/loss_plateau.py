@@ -16,6 +16,8 @@ from .detector import DetectorBase, monitored, stop
 
 
 class LossPlateau(DetectorBase):
+    needs = ("loss",)
+
     def __init__(self, threshold: float = 0.02, window: int = 3):
         if threshold < 0 or window < 2:
             raise ValueError(f"LossPlateau: need threshold >= 0 and window >= 2, got "

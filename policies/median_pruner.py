@@ -23,12 +23,14 @@ from .registry import register_detector
 
 
 class MedianPruner(DetectorBase):
+    needs = ("evals", "progress", "runs")
+
     def __init__(self, percentile: float = 50.0, n_min: int = 5, warmup: float = 0.3) -> None:
         if not 0 <= percentile <= 100 or n_min < 1 or not 0 <= warmup < 1:
             raise ValueError(f"MedianPruner: need percentile in [0, 100], n_min >= 1, warmup in "
                              f"[0, 1); got {percentile}, {n_min}, {warmup}")
         self.percentile, self.n_min, self.warmup = percentile, n_min, warmup
-        self.history: dict[str, list[tuple[tuple[float, ...], tuple[float, ...]]]] = {}
+        self.history: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         default = percentile == 50.0 and n_min == 5
         self.name = "MedianPruner" if default else f"MedianPruner-{percentile:g}-{n_min}"
 
@@ -51,7 +53,11 @@ class MedianPruner(DetectorBase):
 
     def on_job_end(self, job: SchedulerJobView) -> None:
         if job.state == "completed" and job.eval_scores:
-            self.history.setdefault(job.job_type, []).append((job.eval_progress, job.eval_scores))
+            # Kept as arrays (the values np.interp would convert them to, copied once), so an
+            # interpolation is a binary search rather than a conversion of the whole history.
+            peer = (np.array(job.eval_progress, dtype=float),
+                    np.array(job.eval_scores, dtype=float))
+            self.history.setdefault(job.job_type, []).append(peer)
 
     def reset(self) -> None:
         self.history.clear()

@@ -57,6 +57,11 @@ class NoiseScaledDetector(DetectorBase):
     def __init__(self) -> None:
         self.noise = PooledNoise()
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """A fixed sigma needs the evals only; the estimate also learns from ended runs."""
+        return ("evals",) if self.sigma is not None else ("evals", "runs")
+
     def noise_sigma(self, scores: Sequence[float]) -> float | None:
         return self.sigma if self.sigma is not None else self.noise.sigma(scores)
 

@@ -17,15 +17,28 @@ from .detector import DetectorBase, stop
 from .registry import register_detector
 
 
-def evals_without_improvement(scores: Sequence[float], min_delta: float = 0.0) -> int:
-    """Keras's `wait` counter after the last score: evals since the best last improved."""
-    best, wait = None, 0
-    for s in scores:
+def _wait_step(min_delta: float):
+    def step(state: tuple[float | None, int], s: float) -> tuple[float | None, int]:
+        best, wait = state
         if best is None or s - min_delta > best:
-            best, wait = s, 0
-        else:
-            wait += 1
-    return wait
+            return s, 0
+        return best, wait + 1
+    return step
+
+
+def evals_without_improvement(scores: Sequence[float], min_delta: float = 0.0) -> int:
+    """Keras's `wait` counter after the last score: evals since the best last improved.
+
+    A history that can `fold` (a live run's, see `evalstop_gym.online`) keeps the counter
+    between evals, so each eval is looked at once."""
+    step = _wait_step(min_delta)
+    fold = getattr(scores, "fold", None)
+    if fold is not None:
+        return fold("Patience.wait", (min_delta,), step, (None, 0))[1]
+    state: tuple[float | None, int] = (None, 0)
+    for s in scores:
+        state = step(state, s)
+    return state[1]
 
 
 class Patience(DetectorBase):

@@ -17,6 +17,7 @@ from .detector import DetectorBase, monitored, stop
 
 class StopAt(DetectorBase):
     types = ("rlhf",)
+    needs = ("progress",)
 
     def __init__(self, p: float = 0.65):
         if not 0.0 < p < 1.0:

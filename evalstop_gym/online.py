@@ -1,0 +1,360 @@
+"""RunMonitor: one real training run's evals in, a detector's stop decisions out.
+
+The detector objects are the simulator's own (`evalstop_gym.policies`): each eval becomes a
+`SchedulerJobView` built by `run_view` (the one place that decides what a real run's view holds)
+and the detector's `decide` answers continue or stop, exactly as the reference `Cluster` asks it.
+
+Cost. The view's histories are `HistoryWindow`s: read-only windows over append-only buffers, so a
+view is built in O(1) however long the run. Detectors that only look at the tail (EvalStop-k,
+LossPlateau, StopAt) or keep a running statistic through `HistoryWindow.fold` (Patience, CUSUM
+with a fixed sigma) cost O(1) or O(window) per update; MedianPruner costs O(peers). Detectors
+whose statistic is re-estimated from the whole series at every eval (CUSUM and BOCPD with the
+pooled noise estimate, BOCPD's run-length posterior) cost O(history) per update by definition.
+
+Progress is `step / max_steps` when `max_steps` is known; otherwise it is NaN ("unknown"), and
+rules that read progress (StopAt-p, MedianPruner's warm-up and alignment) never act.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .sim.protocols import Detector
+from .sim.view import ClusterView, SchedulerJobView
+from .sim.workload import JOB_TYPES
+
+log = logging.getLogger(__name__)
+
+RUN_CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
+MODES = ("max", "min")
+
+
+class History:
+    """An append-only buffer of floats; `window()` is a read-only view of what it holds now.
+
+    Capacity doubles when full, so appends are amortised O(1). Entries are never rewritten, so
+    a window taken earlier keeps showing the same values after later appends.
+    """
+
+    __slots__ = ("_data", "_n", "memo")
+
+    def __init__(self, capacity: int = 16) -> None:
+        self._data = np.empty(capacity)
+        self._n = 0
+        self.memo: dict[str, tuple[Hashable, int, Any]] = {}  # fold name -> (params, n, state)
+
+    def append(self, value: float) -> None:
+        if self._n == len(self._data):
+            grown = np.empty(2 * len(self._data))
+            grown[:self._n] = self._data
+            self._data = grown
+        self._data[self._n] = value
+        self._n += 1
+
+    def __len__(self) -> int:
+        return self._n
+
+    def window(self) -> HistoryWindow:
+        return HistoryWindow(self, self._data, self._n)
+
+
+class HistoryWindow(Sequence[float]):
+    """The first n entries of a `History`: a tuple-like, read-only sequence of floats.
+
+    Indexing and `len` are O(1), a slice costs its length, `np.asarray` shares the buffer.
+    `fold` lets a detector keep a running statistic: it resumes from where the last fold over
+    the same buffer (with the same key) stopped, so each eval is folded once.
+    """
+
+    __slots__ = ("_source", "_data", "_n")
+
+    def __init__(self, source: History, data: np.ndarray, n: int) -> None:
+        self._source, self._data, self._n = source, data, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return tuple(self._data[:self._n][index].tolist())
+        i = index + self._n if index < 0 else index
+        if not 0 <= i < self._n:
+            raise IndexError("history index out of range")
+        return float(self._data[i])
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._data[:self._n].tolist())
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        view = self._data[:self._n].view()
+        view.flags.writeable = False
+        if dtype is not None and np.dtype(dtype) != view.dtype:
+            return view.astype(dtype)
+        return view.copy() if copy else view
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (HistoryWindow, tuple, list)):
+            return len(other) == self._n and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"HistoryWindow({tuple(self)!r})"
+
+    def fold(self, name: str, params: Hashable, step: Callable[[Any, float], Any],
+             init: Any) -> Any:
+        """`step` folded over the window from `init`, resumed from the last fold of the same
+        `name` over this buffer if it had the same `params` (`step` is a function of them).
+        One state is kept per name: a fold with new params starts over and replaces it."""
+        memo = self._source.memo
+        last_params, done, state = memo.get(name, (params, 0, init))
+        if last_params != params or done > self._n:   # other params, or an older window
+            done, state = 0, init
+        data = self._data
+        for i in range(done, self._n):
+            state = step(state, float(data[i]))
+        memo[name] = (params, self._n, state)
+        return state
+
+
+class MonitorDecision(NamedTuple):
+    """What the detector says after an eval; `best_*` is the checkpoint stop-and-save keeps
+    (the best eval up to the stop, or so far)."""
+
+    stop: bool
+    reason: str
+    step: float
+    progress: float          # step / max_steps, NaN when max_steps is unknown
+    best_step: float
+    best_value: float        # in the metric's own units (not negated in "min" mode)
+    n_evals: int
+
+
+def run_view(job_id: int, job_type: str, state: str, progress: float, loss: float,
+             eval_progress: Sequence[float], eval_scores: Sequence[float],
+             loss_history: Sequence[float]) -> SchedulerJobView:
+    """The view a detector gets of a real run: evals, losses and progress, nothing else known.
+
+    A real run has no tenant, queue or GPU-time bookkeeping here, so those fields are neutral.
+    """
+    return SchedulerJobView(
+        job_id=job_id, tenant=0, job_type=job_type, gpus=1, arrival_time=0.0, state=state,
+        progress=progress, loss=loss, eval_progress=eval_progress,  # type: ignore[arg-type]
+        eval_scores=eval_scores, loss_history=loss_history,  # type: ignore[arg-type]
+        duration_estimate=0.0, attained_minutes=0.0, n_preemptions=0)
+
+
+def resolve_detector(detector: str | Detector) -> Detector:
+    """A detector object as given, or one made from its registered name ("EvalStop-2")."""
+    if not isinstance(detector, str):
+        if not callable(getattr(detector, "decide", None)):
+            raise TypeError(f"detector={detector!r}: expected a detector name such as "
+                            f"'EvalStop-2' or an object with decide(view, cluster)")
+        return detector
+    from .policies import make_detector
+
+    made = make_detector(detector)
+    if made is None:
+        raise ValueError(f"detector={detector!r}: a monitor needs a detector, not 'none'")
+    return made
+
+
+def _finite(value: Any, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"{name}={value!r}: expected a finite number")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name}={value!r}: NaN and infinities cannot be judged; expected a "
+                         f"finite number")
+    return x
+
+
+def _step(value: Any) -> float:
+    """A finite step, kept an int when given as one (so `best_step` reads as the library's)."""
+    x = _finite(value, "step")
+    return int(value) if isinstance(value, (int, np.integer)) else x
+
+
+def _check_options(mode: str, max_steps: Any, job_type: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: expected 'max' (higher is better) or 'min'")
+    if max_steps is not None and (_finite(max_steps, "max_steps") <= 0):
+        raise ValueError(f"max_steps={max_steps!r}: expected a number > 0, or None if unknown")
+    if job_type not in JOB_TYPES:
+        raise ValueError(f"job_type={job_type!r}: expected one of {', '.join(JOB_TYPES)}")
+
+
+class RunMonitor:
+    """One run's evals in (`update`), the detector's decision out; see the module docstring.
+
+    `detector` is a registered name or a detector object (a `MonitorGroup` shares one object
+    among its runs). In mode "min" the metric is negated before the detector sees it, as every
+    detector reads higher as better. Once the detector says stop, the decision stays stop.
+    """
+
+    def __init__(self, detector: str | Detector = "EvalStop-2", mode: str = "max",
+                 max_steps: float | None = None, job_type: str = "rlhf", run_id: int = 0) -> None:
+        _check_options(mode, max_steps, job_type)
+        self.detector = resolve_detector(detector)
+        self.mode, self.max_steps, self.job_type, self.run_id = mode, max_steps, job_type, run_id
+        self._sign = 1.0 if mode == "max" else -1.0
+        if job_type not in getattr(self.detector, "types", JOB_TYPES):
+            log.warning("%s does not monitor %s runs: it will never stop this one",
+                        self.detector.name, job_type)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.steps: list[float] = []
+        self._progress, self._scores, self._losses = History(), History(), History()
+        self._loss_given: list[bool] = []
+        self._best = -1
+        self._stop_at: int | None = None
+        self.reason = ""
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop_at is not None
+
+    @property
+    def stop_index(self) -> int | None:
+        """Index of the eval at which the detector said stop (None: it has not)."""
+        return self._stop_at
+
+    def update(self, step: float, value: float, loss: float | None = None) -> MonitorDecision:
+        """Record the eval `value` at `step` (with the training loss, if known) and decide."""
+        step = _step(step)
+        value = _finite(value, "value")
+        if loss is not None:
+            loss = _finite(loss, "loss")
+        if step < 0 or (self.steps and step <= self.steps[-1]):
+            raise ValueError(f"step={step:g}: steps must be >= 0 and increase (previous eval "
+                             f"at step {self.steps[-1]:g})" if self.steps else
+                             f"step={step:g}: expected a step >= 0")
+        if self.max_steps is not None and step > self.max_steps:
+            raise ValueError(f"step={step:g}: past max_steps={self.max_steps:g}")
+        self._append(step, value, loss)
+        if self._stop_at is None:
+            decision = self.detector.decide(self.view("running"), RUN_CLUSTER)
+            if decision.stop:
+                self._stop_at, self.reason = len(self.steps) - 1, decision.reason or "stopped"
+        return self.decision()
+
+    def _append(self, step: float, value: float, loss: float | None) -> None:
+        score = self._sign * value
+        self.steps.append(step)
+        self._progress.append(self.progress_at(step))
+        self._scores.append(score)
+        self._loss_given.append(loss is not None)
+        if loss is not None:
+            self._losses.append(loss)
+        if self._stop_at is None and (self._best < 0
+                                      or score > self._scores.window()[self._best]):
+            self._best = len(self.steps) - 1
+
+    def progress_at(self, step: float) -> float:
+        """`step / max_steps`, or NaN when the run's length is unknown."""
+        return step / self.max_steps if self.max_steps is not None else math.nan
+
+    def view(self, state: str = "running") -> SchedulerJobView:
+        """What the detector sees now (the latest eval's progress and loss)."""
+        losses = self._losses.window()
+        progress = self._progress.window()
+        return run_view(self.run_id, self.job_type, state, progress[-1] if progress else 0.0,
+                        losses[-1] if losses else math.nan, progress, self._scores.window(),
+                        losses)
+
+    def decision(self) -> MonitorDecision:
+        """The decision after the latest eval (stop stays stop)."""
+        if not self.steps:
+            raise ValueError("RunMonitor.decision: no eval yet; call update(step, value) first")
+        best = self._best
+        return MonitorDecision(self._stop_at is not None, self.reason, self.steps[-1],
+                               self._progress.window()[-1], self.steps[best],
+                               self._sign * self._scores.window()[best], len(self.steps))
+
+    def cannot_act(self) -> str:
+        """Why the detector cannot act on this run as logged ('' if it can)."""
+        det = self.detector
+        if self.job_type not in getattr(det, "types", JOB_TYPES):
+            return f"{det.name} does not monitor {self.job_type} runs"
+        needs = getattr(det, "needs", ("evals",))
+        if "loss" in needs and not len(self._losses):
+            return f"{det.name} needs the training loss; none was given"
+        if "progress" in needs and self.max_steps is None:
+            return f"{det.name} needs progress; max_steps is unknown"
+        return ""
+
+    def final_view(self, completed: bool | None = None) -> SchedulerJobView:
+        """The run as it ended: 'stopped' if the detector stopped it (or `completed=False`)."""
+        if completed is None:
+            completed = self._stop_at is None
+        return self.view("completed" if completed else "stopped")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data to resume from: the options and every eval seen (in metric units)."""
+        scores = self._scores.window()
+        losses = iter(self._losses.window())
+        return {"detector": self.detector.name, "mode": self.mode, "max_steps": self.max_steps,
+                "job_type": self.job_type, "steps": list(self.steps),
+                "values": [self._sign * s for s in scores],
+                "losses": [next(losses) if given else None for given in self._loss_given]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Rebuild from `state_dict()`'s output by replaying its evals (no patience reset)."""
+        mine = {"detector": self.detector.name, "mode": self.mode, "job_type": self.job_type}
+        for key, value in mine.items():
+            if state.get(key) != value:
+                raise ValueError(f"load_state_dict: {key}={state.get(key)!r} does not match "
+                                 f"this monitor's {value!r}")
+        self.max_steps = state.get("max_steps", self.max_steps)
+        self._clear()
+        for step, value, loss in zip(state["steps"], state["values"], state["losses"],
+                                     strict=True):
+            self.update(step, value, loss)
+
+
+class MonitorGroup:
+    """Runs judged by one shared detector, so that cross-run detectors learn from their peers.
+
+    It pools only the runs made with `monitor()` and learns from a run only when told that it
+    ended (`end_run`), in the order told: MedianPruner's peers and the pooled noise estimate of
+    CUSUM and BOCPD come from those runs and no others.
+    """
+
+    def __init__(self, detector: str | Detector = "MedianPruner", mode: str = "max",
+                 job_type: str = "rlhf") -> None:
+        _check_options(mode, None, job_type)
+        self.detector = resolve_detector(detector)
+        self.mode, self.job_type = mode, job_type
+        self._runs = 0
+        self._ended: set[int] = set()
+
+    def monitor(self, max_steps: float | None = None, mode: str | None = None,
+                job_type: str | None = None) -> RunMonitor:
+        """A monitor for one more run of the group, sharing the group's detector."""
+        self._runs += 1
+        return RunMonitor(self.detector, mode or self.mode, max_steps,
+                          job_type or self.job_type, run_id=self._runs - 1)
+
+    def end_run(self, monitor: RunMonitor, completed: bool | None = None) -> None:
+        """Report that `monitor`'s run ended; a run the detector did not stop counts as
+        completed unless `completed=False` (it crashed, or something else stopped it)."""
+        if monitor.detector is not self.detector:
+            raise ValueError("end_run: that monitor was not made by this group's monitor()")
+        if monitor.run_id in self._ended:
+            raise ValueError(f"end_run: run {monitor.run_id} was already reported as ended")
+        self._ended.add(monitor.run_id)
+        if monitor.steps:
+            self.detector.on_job_end(monitor.final_view(completed))
+
+    def reset(self) -> None:
+        """Forget every run learnt from."""
+        self.detector.reset()
+        self._ended.clear()
