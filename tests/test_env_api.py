@@ -60,14 +60,15 @@ def test_unseeded_reset_is_reproducible_and_avoids_paper_seeds():
 
 
 def test_info_has_no_hidden_fields_until_the_end():
-    """During an episode info carries only time, job id, the mask and views of ended jobs (the
-    information boundary's plain records); metrics come at the end."""
+    """During an episode info carries only time, job id, the mask, the reporting job's view and
+    views of ended jobs (the information boundary's plain records); metrics come at the end."""
     env = make()
     agent = HeuristicAgent.from_name("EvalStop-2")
     obs, info = env.reset(seed=5)
     done, ended = False, []
     while not done:
-        assert set(info) <= {"time", "job_id", "action_mask", "ended_jobs"}
+        assert set(info) <= {"time", "job_id", "action_mask", "ended_jobs", "view", "cluster"}
+        assert type(info["view"]) is SchedulerJobView and info["view"].job_id == info["job_id"]
         assert all(type(v) is SchedulerJobView and v.state in ("completed", "stopped")
                    for v in info["ended_jobs"])
         ended += [v.job_id for v in info["ended_jobs"]]

@@ -9,6 +9,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+from evalstop_gym.policies import make_policy
 
 import evalstop_gym  # noqa: F401
 from evalstop_gym.env import HeuristicAgent, StopObservation, TableObservation
@@ -16,7 +17,6 @@ from evalstop_gym.sim.jobs import JobState, Observation
 from evalstop_gym.sim.view import ClusterView, make_view
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from evalstop_gym.policies import make_policy
 
 SMALL = {"workload.n_jobs": 40}
 simulate_module = importlib.import_module("evalstop_gym.simulate")  # the module, not the function
@@ -43,7 +43,7 @@ def run_env(agent, seed: int, control: str = "stop", with_info: bool = False, **
 @pytest.mark.parametrize("seed", [42, 123])
 def test_env_path_equals_direct_path(detector, seed):
     """Same seed: same per-job outcomes and the same metrics through the env as via simulate."""
-    env, info = run_env(HeuristicAgent.from_name(detector), seed)
+    env, info = run_env(HeuristicAgent.from_name(detector), seed, with_info=True)
     direct = simulate(env.config, make_policy("SRTF-Est", detector), seed)
     via_env = env.episode_result()
     assert len(direct.records) == len(via_env.records)
@@ -80,9 +80,8 @@ def test_full_mode_with_no_stops_and_no_picks_is_the_base_scheduler():
 
 def test_learned_detector_acts_the_same_through_env_and_simulate(tmp_path):
     """An (untrained) SB3 model: `model:` detector via simulate == model.predict via the env."""
-    from stable_baselines3 import PPO
-
     from evalstop_gym.policies import parse_policy
+    from stable_baselines3 import PPO
 
     env = gym.make("EvalStopCluster-v0", config="e2", **SMALL)
     model = PPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu")

@@ -1,7 +1,9 @@
 """Heuristic stop rules as env agents: they act from observations (and `info`) alone.
 
-`HeuristicAgent` decodes a stop-mode observation back into a `SchedulerJobView` (`decode_stop`)
-and asks the detector, so a detector in `policies/` runs through the env unchanged. Detectors
+`HeuristicAgent` asks the detector about the view the env hands it in `info["view"]` (what the
+detector's `decide` receives in `simulate`, so it decides identically); given only an
+observation, it decodes one back into a `SchedulerJobView` (`decode_stop`, to the float32
+precision of the observation). Either way a detector in `policies/` runs unchanged. Detectors
 that learn from other jobs' ends (`on_job_end`: MedianPruner, CUSUM and BOCPD with an estimated
 noise level) are fed `info["ended_jobs"]`, so they need `act(obs, info)`; called without `info`
 they raise rather than silently never warm up. `act` and `predict` (the SB3 shape, which
@@ -34,7 +36,8 @@ class HeuristicAgent:
     """A detector (or None for NoStop) acting in control="stop"."""
 
     def __init__(self, detector: Detector | None) -> None:
-        from evalstop_gym.policies.detector import DetectorBase  # the policies package sits above the env
+        # the policies package sits above the env
+        from evalstop_gym.policies.detector import DetectorBase
 
         self.detector = detector
         self.name = detector.name if detector is not None else "NoStop"
@@ -61,7 +64,11 @@ class HeuristicAgent:
                                  "the env's info, which carries them as info['ended_jobs']")
             for view in info.get("ended_jobs", ()):
                 self.detector.on_job_end(view)  # type: ignore[union-attr]
-        if self.detector is None or not np.any(obs["job"]):
+        if self.detector is None:
+            return 0
+        if info is not None and "view" in info:
+            return int(self.detector.decide(info["view"], info["cluster"]).stop)
+        if not np.any(obs["job"]):
             return 0
         view, cluster = decode_stop(obs)
         return int(self.detector.decide(view, cluster).stop)

@@ -15,25 +15,20 @@ import numpy as np
 from gymnasium import spaces
 
 from ..config import SimConfig
-from ..experiment import platform_config
 from ..sim.cluster import CheckRequest, Cluster, ScheduleRequest
 from ..sim.jobs import Job
 from ..sim.protocols import CONTINUE, Action, Allocation, StopDecision
 from ..sim.view import ClusterView, SchedulerJobView
 from ..sim.workload import eval_points
-from ..simulate import RunResult, make_cluster, score
-from .observation import Obs, StopObservation, TableObservation
+from ..simulate import RunResult, make_cluster, resolve_config, score
+from .arguments import check_max_jobs, check_milestones, check_monitored, full_action, stop_action
+from .observation import Limits, Obs, StopObservation, TableObservation
+from .render import RENDER_MODES, ClusterRenderer
 from .reward import RewardMeter
 
 CONTROLS = ("stop", "full")
 UNSEEDED_SEED_RANGE = (10_000, 2**31 - 1)   # unseeded resets never replay the paper's seeds
 AGENT_STOP = StopDecision(Action.STOP, "stopped by agent")
-
-
-def resolve_config(config: str | SimConfig, overrides: Mapping[str, Any]) -> SimConfig:
-    """An experiment name ("e2"), "defaults", a YAML path, or a SimConfig; then dotted overrides."""
-    base = platform_config(config)
-    return base.with_overrides(overrides) if overrides else base
 
 
 class EvalStopClusterEnv(gym.Env):
@@ -52,10 +47,16 @@ class EvalStopClusterEnv(gym.Env):
       (honoured for running jobs only), then 0 (let the base scheduler allocate) or 1 + row of a
       waiting job to start first; the base scheduler then backfills what still fits, without
       preempting. Invalid parts of any action are ignored (never an error, never over-allocation);
-      `info["action_mask"]` / `action_masks()` give the valid options, flat, as MaskablePPO wants.
+      `action_masks()` gives the valid options flat, as MaskablePPO wants.
+    `info["action_mask"]` holds them in Gymnasium's format for the space, so
+    `env.action_space.sample(mask=info["action_mask"])` works: an int8 array (stop), a tuple of
+    int8 arrays, one per component (full). In control="stop" anything but 0 or 1 (as an int or a
+    one-element integer array) is a ValueError; in control="full" a non-integer action is.
 
     ## Observation Space
-    A `Dict` (see `observation.py`; `JOB_FIELDS`, `ROW_FIELDS`, `CLUSTER_FIELDS` name the columns).
+    A `Dict` of float32 Boxes with their true bounds and MultiBinary masks (see `observation.py`;
+    `JOB_FIELDS`, `ROW_FIELDS`, `CLUSTER_FIELDS` name the columns). For `VecNormalize`, use
+    `evalstop_gym.env.sb3.MaskedVecNormalize`, which leaves the masks out.
 
     | mode | key | shape | content |
     |---|---|---|---|
@@ -84,13 +85,22 @@ class EvalStopClusterEnv(gym.Env):
     and `info["reward_terms"]` the episode's unweighted term sums. Never truncated (add a
     `TimeLimit` wrapper for a step budget). Every `info["ended_jobs"]` holds the views of the jobs
     that ended since the previous step, what `on_job_end` receives in `simulate` (for detectors
-    that learn across jobs). No per-job hidden label appears in `info`.
+    that learn across jobs). In control="stop", `info["view"]` and `info["cluster"]` are the
+    reporting job's `SchedulerJobView` and the `ClusterView`, what a detector's `decide` receives
+    in `simulate` (exact, where the float32 observation is rounded). No per-job hidden label
+    appears in `info`.
+
+    ## Rendering
+    `render_mode="ansi"`: a text snapshot (running and queued jobs, free GPUs, the last
+    decisions); `"rgb_array"`: a (64, steps, 3) picture of the GPUs each job type held at each of
+    the latest 128 decision points.
 
     ## Arguments
-    `config`: experiment name ("e2"), "defaults", or a `SimConfig`. `base_scheduler`: a
-    registered base ("SRTF-Est"). `control`: "stop" or "full". `monitored`: job types whose checks
-    are decision points in control="stop" (others continue). `milestones`: extra progress points to
-    be asked at (e.g. (0.65,) for StopAt-0.65). `max_jobs`: table rows in control="full".
+    `config`: experiment name ("e2"), "defaults", a YAML path, or a `SimConfig`.
+    `base_scheduler`: a registered base ("SRTF-Est"). `control`: "stop" or "full". `monitored`:
+    a sequence of job types whose checks are decision points in control="stop" (others
+    continue). `milestones`: extra progress points in (0, 1) to be asked at (e.g. (0.65,) for
+    StopAt-0.65). `max_jobs`: table rows in control="full" (1 to 4096).
     `overrides` and any other keyword: dotted config overrides, e.g. `**{"noise.sigma": 0.05}`.
     In control="full" checks are answered "continue": every eval result triggers a scheduling pass
     at the same minute, where the agent can stop the job before it trains further.
@@ -99,7 +109,7 @@ class EvalStopClusterEnv(gym.Env):
     - v0: initial version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
     def __init__(self, config: str | SimConfig = "e2", base_scheduler: str = "SRTF-Est",
                  control: str = "stop", monitored: Sequence[str] = ("rlhf", "dpo"),
@@ -110,22 +120,30 @@ class EvalStopClusterEnv(gym.Env):
 
         if control not in CONTROLS:
             raise ValueError(f"control={control!r}: choose one of {', '.join(CONTROLS)}")
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode={render_mode!r}: choose None or one of "
+                             f"{', '.join(RENDER_MODES)}")
+        if overrides is not None and not isinstance(overrides, Mapping):
+            resolve_config(config, overrides)   # raises, naming the argument
         self.config = resolve_config(config, {**(overrides or {}), **dotted_overrides})
         if control == "full" and self.config.cluster.kinds:
             raise ValueError("control='full' supports homogeneous clusters only: cluster.kinds "
                              "is set (use control='stop', where the base scheduler places jobs)")
         self.base = make_base(base_scheduler)
         self.control = control
-        self.monitored = tuple(monitored)
-        self.milestones = tuple(float(m) for m in milestones)
+        self.monitored = check_monitored(monitored)
+        self.milestones = check_milestones(milestones)
+        max_jobs = check_max_jobs(max_jobs)
         self.render_mode = render_mode
+        self._renderer = ClusterRenderer(self.config.cluster.gpus)
         n_evals = len(eval_points(self.config.evals.interval, self.config.evals.final))
+        limits = Limits.of(self.config, n_evals)
         if control == "stop":
             self.encoder: StopObservation | TableObservation = StopObservation(
-                n_evals, n_evals + len(self.milestones))
+                n_evals, n_evals + len(self.milestones), limits)
             self.action_space: spaces.Space = spaces.Discrete(2)
         else:
-            self.encoder = TableObservation(max_jobs)
+            self.encoder = TableObservation(max_jobs, limits)
             self.action_space = spaces.MultiDiscrete([2] * max_jobs + [max_jobs + 1])
         self.observation_space = self.encoder.space
         self._cluster: Cluster | None = None
@@ -150,6 +168,8 @@ class EvalStopClusterEnv(gym.Env):
         continued: list[Job] = []
         self._request = self._advance(continued)
         self._meter.step([], continued)
+        self._renderer.reset()
+        self._renderer.record(self._cluster)
         return self._observe(), self._info()
 
     def step(self, action: Any) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
@@ -165,8 +185,17 @@ class EvalStopClusterEnv(gym.Env):
             self._answer_schedule(action, stopped)
         self._request = self._advance(continued)
         terms = self._meter.step(stopped, continued)
+        self._renderer.record(self._cluster)
         return (self._observe(), terms.weighted(self.config.reward), self._request is None,
                 False, self._info())
+
+    def render(self) -> str | np.ndarray | None:
+        """The text snapshot ("ansi") or the occupancy picture ("rgb_array"); None otherwise."""
+        if self.render_mode == "ansi":
+            return self._renderer.ansi(self._cluster)
+        if self.render_mode == "rgb_array":
+            return self._renderer.rgb()
+        return None
 
     def action_masks(self) -> np.ndarray:
         """Valid options, flat over the action's components (sb3-contrib MaskablePPO)."""
@@ -183,6 +212,14 @@ class EvalStopClusterEnv(gym.Env):
                 stop_ok[i, 1] = job.state == "running"
                 pick_ok[i + 1] = job.state != "running" and job.gpus <= free
         return np.concatenate([stop_ok.reshape(-1), pick_ok])
+
+    def _gym_mask(self) -> np.ndarray | tuple[np.ndarray, ...]:
+        """`action_masks()` in Gymnasium's format for the action space (what `sample` takes)."""
+        flat = self.action_masks().astype(np.int8)
+        if self.control == "stop":
+            return flat
+        n = self.encoder.max_jobs  # type: ignore[union-attr]
+        return (*flat[:2 * n].reshape(n, 2), flat[2 * n:])
 
     def episode_result(self) -> RunResult:
         """The finished run's per-job records and metrics (hidden truth: after the episode only)."""
@@ -221,17 +258,17 @@ class EvalStopClusterEnv(gym.Env):
     def _answer_check(self, action: Any, stopped: list[Job], continued: list[Job]) -> None:
         assert isinstance(self._request, CheckRequest) and self._cluster is not None
         job = self._jobs[self._request.job.job_id]
-        stop = int(np.asarray(action).reshape(-1)[0]) == 1
+        stop = stop_action(action)
+        self._renderer.decided(self._cluster.now, f"job {job.job_id} ({job.job_type}): "
+                               + ("stop" if stop else "continue"))
         self._cluster.answer_check(AGENT_STOP if stop else CONTINUE)
         (stopped if stop else continued).append(job)
         self._ended += self._cluster.pop_finished()
 
     def _answer_schedule(self, action: Any, stopped: list[Job]) -> None:
         assert isinstance(self._request, ScheduleRequest) and self._cluster is not None
-        act = np.asarray(action, dtype=np.int64).reshape(-1)
         n = self.encoder.max_jobs  # type: ignore[union-attr]
-        if act.shape != (n + 1,):
-            raise ValueError(f"full-mode action must have {n + 1} entries, got {act.shape}")
+        act = full_action(action, n + 1)
         stops = [job for i, job in enumerate(self._rows)
                  if act[i] == 1 and job.state == "running"]
         pick_row = int(act[-1]) - 1
@@ -240,6 +277,9 @@ class EvalStopClusterEnv(gym.Env):
             pick = None
         self._cluster.answer_schedule(self._allocate(self._request, stops, pick))
         stopped.extend(self._jobs[j.job_id] for j in stops)
+        for text in [f"job {j.job_id} ({j.job_type}): stop" for j in stops] + (
+                [f"job {pick.job_id} ({pick.job_type}): start first"] if pick else []):
+            self._renderer.decided(self._cluster.now, text)
         self._ended += self._cluster.pop_finished()
 
     def _allocate(self, request: ScheduleRequest, stops: list[SchedulerJobView],
@@ -283,9 +323,9 @@ class EvalStopClusterEnv(gym.Env):
         info: dict[str, Any] = {"time": self._cluster.now, "ended_jobs": tuple(self._ended)}
         self._ended = []
         if isinstance(self._request, CheckRequest):
-            info["job_id"] = self._request.job.job_id
-        if self.control == "full":
-            info["action_mask"] = self.action_masks()
+            info.update(job_id=self._request.job.job_id, view=self._request.job,
+                        cluster=self._request.cluster)
+        info["action_mask"] = self._gym_mask()
         if self._request is None:
             info["metrics"] = self.episode_result().metrics
             info["reward_terms"] = self._meter.total._asdict()

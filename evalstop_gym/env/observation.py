@@ -1,18 +1,23 @@
 """Fixed-size encodings of what a scheduler may see, and their inverse for heuristic agents.
 
 Every number here is computed from a `SchedulerJobView` and a `ClusterView` alone: the encoders
-take nothing else, so no observation can carry hidden truth. Fields a heuristic needs exactly
-(progress, eval scores and their progress, loss history, job type) are stored unscaled in float64,
-so `decode_stop` rebuilds them bit for bit; the rest is scaled by fixed constants for networks.
+take nothing else, so no observation can carry hidden truth. Observations are float32 Boxes
+(what SB3's networks take) with their true bounds: one-hots and fractions in [0, 1], counts and
+sizes bounded by the platform config (`Limits`), and only quantities with no bound in the model
+(scores under heavy-tailed noise, times, losses) at +-BOUND. `decode_stop` rebuilds a view from
+an observation to float32 precision; the env also hands heuristics the exact view in
+`info["view"]`, so a detector acting through the env decides as in `simulate`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 from gymnasium import spaces
 
+from ..config import SimConfig
 from ..sim.view import ClusterView, SchedulerJobView
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
@@ -21,6 +26,7 @@ TIME_SCALE = 1000.0   # minutes: scales times so that typical values are O(1)
 GPU_SCALE = 8.0       # GPUs: the largest per-job demand in the paper
 QUEUE_SCALE = 64.0    # jobs: scales queue lengths
 BOUND = 1e6           # finite stand-in for "unbounded" (checkers flag infinite Box limits)
+DTYPE = np.float32
 
 # Per-job features shared by both modes (names index the vector).
 JOB_FIELDS = ("lora", "dpo", "rlhf", "progress", "is_eval", "n_evals", "last_score", "declines",
@@ -31,8 +37,58 @@ CLUSTER_FIELDS = ("free_frac", "queue", "running", "time", "total_gpus")
 Obs = dict[str, np.ndarray]
 
 
+class Limits(NamedTuple):
+    """The config's bounds on what an observation can hold (BOUND where the config has none)."""
+
+    evals: float = BOUND          # evals per job (eval points of the schedule)
+    duration_estimate: float = BOUND   # minutes, the largest job type's mean duration
+    gpus: float = BOUND           # GPUs in the cluster (no job asks for more)
+    jobs: float = BOUND           # jobs in a run (bounds the queue and the running set)
+
+    @classmethod
+    def of(cls, config: SimConfig, evals: int) -> Limits:
+        types = config.job_types
+        jobs = (config.workload.n_jobs if config.workload.source == "synthetic"
+                else config.trace.max_jobs or BOUND)
+        return cls(float(evals), max(getattr(types, t).duration_estimate for t in JOB_TYPES),
+                   float(config.cluster.gpus), float(jobs))
+
+    def job_bounds(self) -> tuple[list[float], list[float]]:
+        """(low, high) of each JOB_FIELDS entry."""
+        bounds = {"n_evals": (0, self.evals), "last_score": (-BOUND, BOUND),
+                  "declines": (0, self.evals), "best_gap": (-BOUND, 0), "loss": (0, BOUND),
+                  "loss_change": (-1, BOUND),
+                  "duration_estimate": (0, self.duration_estimate / TIME_SCALE),
+                  "gpus": (0, self.gpus / GPU_SCALE), "age": (0, BOUND), "attained": (0, BOUND),
+                  "n_preemptions": (0, BOUND)}
+        pairs = [bounds.get(f, (0.0, 1.0)) for f in JOB_FIELDS]
+        return [float(lo) for lo, _ in pairs], [float(hi) for _, hi in pairs]
+
+    def cluster_bounds(self) -> tuple[list[float], list[float]]:
+        """(low, high) of each CLUSTER_FIELDS entry."""
+        running = min(self.jobs, self.gpus)
+        return [0.0] * 5, [1.0, self.jobs / QUEUE_SCALE, running / QUEUE_SCALE, BOUND,
+                           self.gpus / QUEUE_SCALE]
+
+
 def _box(n: int, low: float = -BOUND, high: float = BOUND) -> spaces.Box:
-    return spaces.Box(low, high, shape=(n,), dtype=np.float64)
+    return spaces.Box(low, high, shape=(n,), dtype=DTYPE)
+
+
+def _bounded(low: list[float], high: list[float], repeat: int = 1) -> spaces.Box:
+    return spaces.Box(np.tile(np.array(low, DTYPE), repeat), np.tile(np.array(high, DTYPE),
+                      repeat), dtype=DTYPE)
+
+
+def _clipped(space: spaces.Dict, obs: Obs) -> Obs:
+    """`obs` cast to the space's dtypes, Box values clipped into their bounds."""
+    out = {}
+    for key, value in obs.items():
+        sub = space[key]
+        if isinstance(sub, spaces.Box):
+            value = np.clip(value, sub.low, sub.high)
+        out[key] = np.asarray(value, dtype=sub.dtype)
+    return out
 
 
 def job_features(job: SchedulerJobView, now: float) -> np.ndarray:
@@ -74,21 +130,26 @@ def _padded(values: tuple[float, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
 class StopObservation:
     """control="stop": the reporting job, its whole eval and loss history, and the cluster."""
 
-    def __init__(self, history: int, loss_history: int | None = None) -> None:
+    def __init__(self, history: int, loss_history: int | None = None,
+                 limits: Limits | None = None) -> None:
         self.history = history
         self.loss_history = loss_history if loss_history is not None else history
+        limits = limits or Limits()
         self.space = spaces.Dict({
-            "job": _box(len(JOB_FIELDS)), "cluster": _box(len(CLUSTER_FIELDS)),
+            "job": _bounded(*limits.job_bounds()), "cluster": _bounded(*limits.cluster_bounds()),
             "eval_scores": _box(history), "eval_deltas": _box(history),
             "eval_progress": _box(history, 0.0, 1.0), "eval_mask": spaces.MultiBinary(history),
-            "loss_history": _box(self.loss_history),
+            "loss_history": _box(self.loss_history, 0.0, BOUND),
             "loss_mask": spaces.MultiBinary(self.loss_history),
         })
 
     @classmethod
     def for_space(cls, space: spaces.Dict) -> StopObservation:
-        """The encoder that produced `space` (used to load a saved model)."""
-        return cls(space["eval_scores"].shape[0], space["loss_history"].shape[0])
+        """The encoder that produced `space` (used to load a saved model): its shapes, bounds
+        and dtypes."""
+        encoder = cls(space["eval_scores"].shape[0], space["loss_history"].shape[0])
+        encoder.space = space
+        return encoder
 
     def encode(self, job: SchedulerJobView, cluster: ClusterView) -> Obs:
         scores, mask = _padded(job.eval_scores, self.history)
@@ -96,9 +157,10 @@ class StopObservation:
         deltas, _ = _padded(tuple(np.diff(job.eval_scores, prepend=job.eval_scores[:1])),
                             self.history)
         loss, loss_mask = _padded(job.loss_history, self.loss_history)
-        return {"job": job_features(job, cluster.now), "cluster": cluster_features(cluster),
-                "eval_scores": scores, "eval_deltas": deltas, "eval_progress": progress,
-                "eval_mask": mask, "loss_history": loss, "loss_mask": loss_mask}
+        return _clipped(self.space, {
+            "job": job_features(job, cluster.now), "cluster": cluster_features(cluster),
+            "eval_scores": scores, "eval_deltas": deltas, "eval_progress": progress,
+            "eval_mask": mask, "loss_history": loss, "loss_mask": loss_mask})
 
     def empty(self) -> Obs:
         return _zeros(self.space)
@@ -134,11 +196,14 @@ class TableObservation:
     policies take 1-D boxes; `job_mask` says which rows hold a job (padding rows are all zero).
     """
 
-    def __init__(self, max_jobs: int) -> None:
+    def __init__(self, max_jobs: int, limits: Limits | None = None) -> None:
         self.max_jobs = max_jobs
+        limits = limits or Limits()
+        low, high = limits.job_bounds()
         self.space = spaces.Dict({
-            "jobs": _box(max_jobs * len(ROW_FIELDS)), "job_mask": spaces.MultiBinary(max_jobs),
-            "cluster": _box(len(CLUSTER_FIELDS)),
+            "jobs": _bounded([0.0] * len(STATES) + low, [1.0] * len(STATES) + high, max_jobs),
+            "job_mask": spaces.MultiBinary(max_jobs),
+            "cluster": _bounded(*limits.cluster_bounds()),
         })
 
     @staticmethod
@@ -156,8 +221,8 @@ class TableObservation:
             state = [float(job.state == s) for s in STATES]
             table[i] = np.concatenate([state, job_features(job, cluster.now)])
             mask[i] = 1
-        return {"jobs": table.reshape(-1), "job_mask": mask,
-                "cluster": cluster_features(cluster)}
+        return _clipped(self.space, {"jobs": table.reshape(-1), "job_mask": mask,
+                                     "cluster": cluster_features(cluster)})
 
     def empty(self) -> Obs:
         return _zeros(self.space)
