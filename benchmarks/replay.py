@@ -1,34 +1,51 @@
 """`evalstop-bench replay LOGS...`: what each detector would have done on your own runs.
 
-For every logged run and every detector, the detector is shown the run's evals one at a time
-(progress = step / last step of that run) exactly as a scheduler would see them. The table says
-where it would have stopped (step, progress) and which checkpoint stop-and-save would have kept
-(the best eval up to the stop; the final one if it never stops). Runs are replayed in the order
-given, and each is reported to the detector as finished before the next starts, so detectors that
-learn across jobs (CUSUM and BOCPD's noise estimate, MedianPruner's peers) learn as a platform
-would. StopAt-p acts at the first eval at or past p, as logs hold no other check points.
+Every logged run is fed eval by eval to a `RunMonitor` (the live monitor, so replay and a live
+run decide alike) with the run's direction: `--mode`, else the log's `greater_is_better`, else
+the metric's name (loss, wer, cer, perplexity, error: lower is better); the metric and what
+decided its direction are printed. Progress is step / the log's `max_steps`, else step / the
+run's last logged step. The table says where the detector would have stopped and which
+checkpoint stop-and-save would have kept (the best eval up to the stop; the final one if it
+never stops); a detector that cannot act on a log (no training loss for LossPlateau, a job type
+it does not monitor) says so in the `note` column.
+
+Detectors that learn across runs (MedianPruner, CUSUM and BOCPD with the pooled noise estimate)
+judge each run with every *other* run of its group as a finished peer (leave one out), so the
+order of the files never changes a result. Groups (`--group-by`): one per metric and direction
+(default), one per file, each run alone, or all runs together; a group that mixes metrics is
+reported with a warning. A peer counts as completed unless its log stops before its max_steps.
+Cost is linear in a log's length for the detectors whose update is O(1) (see `online`).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
+import os
+import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
-
-from evalstop_gym.traces.logs import REPLAY_CLUSTER, LogError, LoggedRun, read_logs, replay_views
 from evalstop_gym.policies import PolicyNameError, make_detector
+
+from evalstop_gym.online import RunMonitor
+from evalstop_gym.sim.protocols import Detector
+from evalstop_gym.sim.view import SchedulerJobView
+from evalstop_gym.traces.logs import LogError, LoggedRun, read_logs
 
 from . import tables
 
 DEFAULT_DETECTORS = ("EvalStop-2", "Patience-3", "CUSUM-0-3", "BOCPD-0.5", "MedianPruner")
+GROUP_BY = ("metric", "file", "run", "none")
 
 
 class ReplayRow(NamedTuple):
     run: str
+    metric: str
+    mode: str
     detector: str
     stopped: bool
     stop_step: int | None
@@ -37,39 +54,95 @@ class ReplayRow(NamedTuple):
     kept_score: float
     final_score: float
     best_score: float
+    note: str
     reason: str
 
 
-def replay_run(run: LoggedRun, detector, job_type: str = "rlhf") -> ReplayRow:
-    """Feed one run's evals to `detector`; report where it stops and what it keeps."""
-    views = replay_views(run, job_type)
-    stop_at, reason = None, ""
-    for i, view in enumerate(views):
-        decision = detector.decide(view, REPLAY_CLUSTER)
+def monitor_for(run: LoggedRun, detector: Detector | str, job_type: str) -> RunMonitor:
+    return RunMonitor(detector, run.mode, run.max_steps or run.steps[-1], job_type)
+
+
+def _loss(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def peer_view(run: LoggedRun, job_type: str) -> SchedulerJobView:
+    """A finished run as a peer: 'completed' unless its log stops before its max_steps."""
+    monitor = monitor_for(run, "EvalStop-1", job_type)   # records only; never decides
+    for step, value, loss in zip(run.steps, run.values, run.losses, strict=True):
+        monitor.record(step, value, _loss(loss))
+    completed = run.max_steps is None or run.steps[-1] >= run.max_steps
+    return monitor.final_view(completed)
+
+
+def replay_run(run: LoggedRun, detector: Detector, job_type: str = "rlhf") -> ReplayRow:
+    """Feed one run's evals to `detector` through a RunMonitor; where it stops, what it keeps."""
+    monitor = monitor_for(run, detector, job_type)
+    decision = None
+    for step, value, loss in zip(run.steps, run.values, run.losses, strict=True):
+        decision = monitor.update(step, value, _loss(loss))
         if decision.stop:
-            stop_at, reason = i, decision.reason
             break
-    last = views[-1] if stop_at is None else dataclasses.replace(views[stop_at], state="stopped")
-    detector.on_job_end(last)
-    end = len(run.steps) - 1 if stop_at is None else stop_at
-    kept = max(range(end + 1), key=lambda i: run.scores[i]) if stop_at is not None else end
-    return ReplayRow(run.run_id, detector.name, stop_at is not None,
-                     run.steps[stop_at] if stop_at is not None else None,
-                     views[end].progress if stop_at is not None else math.nan,
-                     run.steps[kept], run.scores[kept], run.scores[-1], max(run.scores), reason)
+    assert decision is not None
+    best = min(run.values) if run.mode == "min" else max(run.values)
+    why = monitor.cannot_act()
+    stopped = decision.stop
+    return ReplayRow(
+        run.run_id, run.metric, run.mode, detector.name, stopped,
+        decision.step if stopped else None, decision.progress if stopped else math.nan,
+        decision.best_step if stopped else run.steps[-1],
+        decision.best_value if stopped else run.values[-1], run.values[-1], best,
+        f"cannot act: {why}" if why else "", monitor.reason)
 
 
-def replay(runs: Sequence[LoggedRun], detectors: Sequence[str],
-           job_type: str = "rlhf") -> pd.DataFrame:
-    """One row per (run, detector); each detector is fresh and sees the runs in order."""
-    rows = []
-    for name in detectors:
-        detector = make_detector(name)
-        if detector is None:
+def group_runs(runs: Sequence[LoggedRun], group_by: str) -> dict[str, list[LoggedRun]]:
+    """Runs by group, each group in the order given (which does not change any result)."""
+    if group_by not in GROUP_BY:
+        raise LogError(f"--group-by={group_by!r}: expected one of {', '.join(GROUP_BY)}")
+    groups: dict[str, list[LoggedRun]] = {}
+    for i, run in enumerate(runs):
+        key = {"metric": f"{run.metric} ({run.mode})", "file": run.source,
+               "run": f"{i}:{run.run_id}", "none": "all"}[group_by]
+        groups.setdefault(key, []).append(run)
+    return groups
+
+
+def _learns_across_runs(name: str) -> bool:
+    return "runs" in getattr(make_detector(name), "needs", ())
+
+
+def mixed_groups(groups: dict[str, list[LoggedRun]]) -> list[str]:
+    """Warnings for groups whose runs have different metrics or directions."""
+    out = []
+    for key, members in groups.items():
+        kinds = sorted({f"{r.metric} ({r.mode})" for r in members})
+        if len(kinds) > 1:
+            out.append(f"group {key!r} pools runs of different metrics ({', '.join(kinds)}): "
+                       f"cross-run detectors will compare them as one population")
+    return out
+
+
+def replay(runs: Sequence[LoggedRun], detectors: Sequence[str], job_type: str = "rlhf",
+           group_by: str = "metric") -> pd.DataFrame:
+    """One row per (run, detector), runs in the order given."""
+    groups = group_runs(runs, group_by)
+    peers = {key: [peer_view(r, job_type) for r in members] for key, members in groups.items()}
+    rows: dict[tuple[int, int], ReplayRow] = {}
+    order = {id(r): i for i, r in enumerate(runs)}
+    for d, name in enumerate(detectors):
+        if make_detector(name) is None:
             continue
-        detector.reset()
-        rows.extend(replay_run(run, detector, job_type) for run in runs)
-    return pd.DataFrame(rows, columns=list(ReplayRow._fields))
+        cross = _learns_across_runs(name)
+        for key, members in groups.items():
+            shared = make_detector(name)
+            for i, run in enumerate(members):
+                detector = make_detector(name) if cross else shared
+                if cross:
+                    for j, view in enumerate(peers[key]):
+                        if j != i:
+                            detector.on_job_end(view)
+                rows[(order[id(run)], d)] = replay_run(run, detector, job_type)
+    return pd.DataFrame([rows[k] for k in sorted(rows)], columns=list(ReplayRow._fields))
 
 
 def to_markdown(table: pd.DataFrame) -> str:
@@ -83,31 +156,66 @@ def to_markdown(table: pd.DataFrame) -> str:
     return tables.to_markdown(shown)
 
 
+def describe(runs: Sequence[LoggedRun]) -> list[str]:
+    """One line per run: the metric used, its direction and why, the length, the notes."""
+    lines = []
+    for run in runs:
+        length = (f"max_steps {run.max_steps}" if run.max_steps is not None
+                  else f"max_steps unknown: progress = step / last step {run.steps[-1]}")
+        lines.append(f"{run.run_id}: {run.metric}, {'lower' if run.mode == 'min' else 'higher'}"
+                     f" is better (from {run.mode_from}), {len(run.steps)} evals, {length}")
+        lines.extend(f"  note: {note}" for note in run.notes)
+    return lines
+
+
+def write_csv_atomic(table: pd.DataFrame, path: Path) -> None:
+    """The table written to a temp file beside `path`, then renamed onto it."""
+    if not path.parent.is_dir():
+        raise LogError(f"--csv {path}: folder {path.parent} does not exist; create it first")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            table.to_csv(fh, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("logs", nargs="+", metavar="LOGS",
-                   help="CSV (job_id, step, eval_score[, loss]) or trainer_state.json files, "
-                        "or checkpoint directories holding a trainer_state.json")
+                   help="CSV (job_id, step, eval_score[, loss, ...]) or trainer_state.json "
+                        "files, or checkpoint directories holding a trainer_state.json")
     p.add_argument("--detectors", nargs="+", default=list(DEFAULT_DETECTORS),
                    help=f"detector names (default: {' '.join(DEFAULT_DETECTORS)})")
     p.add_argument("--metric", default=None,
-                   help="trainer_state.json eval metric (default: first eval_* that is not "
-                        "loss/runtime/throughput; -eval_loss if that is the only one)")
+                   help="the eval metric (trainer_state.json key or CSV column; default: the "
+                        "log's metric_for_best_model, else the first eval_* that is not "
+                        "loss/runtime/throughput, else eval_loss; CSV: eval_score)")
+    p.add_argument("--mode", default=None, choices=("max", "min"),
+                   help="higher (max) or lower (min) is better (default: the log's "
+                        "greater_is_better, else from the metric's name)")
     p.add_argument("--job-type", default="rlhf", choices=("rlhf", "dpo", "lora"),
                    help="job type the detectors are told (LoRA is unmonitored by most)")
+    p.add_argument("--group-by", default="metric", choices=GROUP_BY,
+                   help="which runs cross-run detectors learn from together (default: metric)")
     p.add_argument("--csv", default=None, help="also write the table to this CSV file")
 
 
 def main(args: argparse.Namespace) -> int:
     """Print the replay table; 2 on a bad log or detector name (the message says which)."""
-    import sys
-
     try:
-        runs = read_logs(args.logs, args.metric)
-        table = replay(runs, args.detectors, args.job_type)
+        runs = read_logs(args.logs, args.metric, args.mode)
+        warnings = mixed_groups(group_runs(runs, args.group_by))
+        table = replay(runs, args.detectors, args.job_type, args.group_by)
+        if args.csv:
+            write_csv_atomic(table, Path(args.csv))
     except (LogError, PolicyNameError) as exc:
         print(f"evalstop-bench replay: {exc}", file=sys.stderr)
         return 2
-    if args.csv:
-        table.to_csv(args.csv, index=False)
+    if any(_learns_across_runs(d) for d in args.detectors if make_detector(d) is not None):
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    print("\n".join(describe(runs)) + "\n")
     print(to_markdown(table))
     return 0

@@ -229,6 +229,15 @@ class RunMonitor:
 
     def update(self, step: float, value: float, loss: float | None = None) -> MonitorDecision:
         """Record the eval `value` at `step` (with the training loss, if known) and decide."""
+        self.record(step, value, loss)
+        if self._stop_at is None:
+            decision = self.detector.decide(self.view("running"), RUN_CLUSTER)
+            if decision.stop:
+                self._stop_at, self.reason = len(self.steps) - 1, decision.reason or "stopped"
+        return self.decision()
+
+    def record(self, step: float, value: float, loss: float | None = None) -> None:
+        """Record an eval without asking the detector (a finished peer's log, say)."""
         step = _step(step)
         value = _finite(value, "value")
         if loss is not None:
@@ -240,11 +249,6 @@ class RunMonitor:
         if self.max_steps is not None and step > self.max_steps:
             raise ValueError(f"step={step:g}: past max_steps={self.max_steps:g}")
         self._append(step, value, loss)
-        if self._stop_at is None:
-            decision = self.detector.decide(self.view("running"), RUN_CLUSTER)
-            if decision.stop:
-                self._stop_at, self.reason = len(self.steps) - 1, decision.reason or "stopped"
-        return self.decision()
 
     def _append(self, step: float, value: float, loss: float | None) -> None:
         score = self._sign * value

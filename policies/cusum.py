@@ -48,7 +48,7 @@ def cusum_down(scores: Sequence[float], scale: float, drift: float) -> float:
 class CUSUM(NoiseScaledDetector):
     def __init__(self, drift: float = 0.0, threshold: float = 3.0,
                  sigma: float | None = None) -> None:
-        if drift < 0 or threshold <= 0 or (sigma is not None and sigma <= 0):
+        if not drift >= 0 or not threshold > 0 or (sigma is not None and not sigma > 0):
             raise ValueError(f"CUSUM: need drift >= 0, threshold > 0, sigma > 0; got "
                              f"{drift}, {threshold}, {sigma}")
         super().__init__()

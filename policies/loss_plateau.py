@@ -19,7 +19,7 @@ class LossPlateau(DetectorBase):
     needs = ("loss",)
 
     def __init__(self, threshold: float = 0.02, window: int = 3):
-        if threshold < 0 or window < 2:
+        if not threshold >= 0 or window < 2:
             raise ValueError(f"LossPlateau: need threshold >= 0 and window >= 2, got "
                              f"{threshold}, {window}")
         self.threshold = threshold

@@ -43,7 +43,7 @@ def evals_without_improvement(scores: Sequence[float], min_delta: float = 0.0) -
 
 class Patience(DetectorBase):
     def __init__(self, patience: int = 3, min_delta: float = 0.0) -> None:
-        if patience < 1 or min_delta < 0:
+        if patience < 1 or not min_delta >= 0:
             raise ValueError(f"Patience: need patience >= 1 and min_delta >= 0, got "
                              f"{patience}, {min_delta}")
         self.patience = patience

@@ -27,6 +27,7 @@ NAMES = {
     "LossPlateau": ["LossPlateau", "LossPlateau-0.001-5", "LossPlateau-0.05-2"],
     "BOCPD": ["BOCPD-0.5", "BOCPD-0.3-0.1", "BOCPD-0.7-0.2-2"],
     "CUSUM": ["CUSUM-0-3", "CUSUM-0.5-2", "CUSUM-0-2-0.05"],
+    "DeclineTest": ["DeclineTest-0.05", "DeclineTest-0.3"],
     "MedianPruner": ["MedianPruner", "MedianPruner-50-2", "MedianPruner-25-1"],
     "Patience": ["Patience-1", "Patience-2", "Patience-3-0.01"],
 }

@@ -1,31 +1,39 @@
-"""Eval curves from users' own training logs, validated, and the scheduler views they imply.
+"""Eval curves from users' own training logs, validated, with their direction and length.
 
 Two formats:
 - Hugging Face `trainer_state.json`: `log_history` entries with a `step` and `eval_*` keys. The
-  metric is chosen by name (`metric=`), or by default the first `eval_*` key in the log that is
-  not bookkeeping (loss, runtime, samples/steps per second, ...). If `eval_loss` is the only
-  eval metric it is used negated, so that higher is better like every other score here.
-  Training-loss entries (`loss`) give each eval the latest loss logged at or before its step.
-- CSV with a header `job_id, step, eval_score[, loss]`, any number of runs, rows in any order of
-  runs but in increasing step within a run.
-Errors (NaN, infinities, non-increasing steps, runs without evals, missing columns) raise
-`LogError` naming the file and the row (CSV line number, or `log_history` index).
+  metric is `metric=` (a leading "-" means lower is better), else the log's
+  `metric_for_best_model`, else the first `eval_*` key that is not bookkeeping (runtime,
+  throughput, loss), else `eval_loss`. Training-loss entries (`loss`) give each eval the latest
+  loss logged at or before its step. `max_steps` is read from the log. A second eval logged at
+  the same step (a final `trainer.evaluate()`) replaces the first, with a note.
+- CSV with a header `job_id, step, eval_score[, loss]` and any further named columns (one of
+  them may be chosen as the metric, e.g. `test_score`), UTF-8 (a byte-order mark is dropped),
+  any number of runs, rows in any order of runs but in increasing step within a run.
+
+Direction: `mode=` if given, else the log's `greater_is_better`, else the metric's name (loss,
+wer, cer, perplexity, ppl, error: lower is better), else higher is better; `LoggedRun.mode_from`
+says which. Values are kept in the metric's own units.
+Errors (NaN, infinities, booleans or strings as scores, non-increasing steps, runs without evals,
+missing or duplicated columns, rows longer than the header, unreadable files) raise `LogError`
+naming the file and the row (CSV line number, or `log_history` index).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..sim.view import ClusterView, SchedulerJobView
-
 BOOKKEEPING = {"eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
                "eval_jit_compilation_time", "eval_model_preparation_time"}
 CSV_COLUMNS = ("job_id", "step", "eval_score")
+LOWER_IS_BETTER = {"loss", "wer", "cer", "perplexity", "ppl", "error"}
 
 
 class LogError(ValueError):
@@ -36,29 +44,59 @@ class LoggedRun(NamedTuple):
     run_id: str
     source: str
     metric: str
+    mode: str                   # "max" or "min"
+    mode_from: str              # what decided the mode: --mode, the log, the metric's name
     steps: tuple[int, ...]
-    scores: tuple[float, ...]
-    losses: tuple[float, ...]   # one per eval, or empty when the log has no training loss
+    values: tuple[float, ...]   # the metric at each eval, in its own units
+    losses: tuple[float, ...]   # training loss at each eval (NaN where none was logged before)
+    max_steps: int | None       # the run's planned length, when the log says
+    notes: tuple[str, ...] = ()  # what was chosen or tolerated on the reader's behalf
+
+
+def mode_for(metric: str, mode: str | None = None,
+             greater_is_better: Any = None) -> tuple[str, str]:
+    """(mode, what decided it): `mode`, else the log's flag, else the metric's name."""
+    if mode is not None:
+        if mode not in ("max", "min"):
+            raise LogError(f"mode={mode!r}: expected 'max' or 'min'")
+        return mode, "--mode"
+    if isinstance(greater_is_better, bool):
+        return ("max" if greater_is_better else "min"), "the log's greater_is_better"
+    tokens = set(re.split(r"[^a-z0-9]+", metric.lower()))
+    if tokens & LOWER_IS_BETTER:
+        return "min", "the metric's name"
+    return "max", "the default"
 
 
 def _number(value: Any, where: str, name: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise LogError(f"{where}: {name} is not a number ({value!r})") from None
+    """A JSON number: a real int or float, never a boolean or a numeric string."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LogError(f"{where}: {name} must be a number, got {value!r}")
+    return _finite(float(value), value, where, name)
+
+
+def _finite(x: float, raw: Any, where: str, name: str) -> float:
     if not math.isfinite(x):
-        raise LogError(f"{where}: {name} is {value!r}; NaN and infinities cannot be replayed")
+        raise LogError(f"{where}: {name} is {raw!r}; NaN and infinities cannot be replayed")
     return x
 
 
-def _step(value: Any, where: str) -> int:
-    x = _number(value, where, "step")
+def _text_number(value: str | None, where: str, name: str) -> float:
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise LogError(f"{where}: {name} is not a number ({value!r})") from None
+    return _finite(x, value, where, name)
+
+
+def _step(x: float, raw: Any, where: str) -> int:
     if x != int(x) or x < 0:
-        raise LogError(f"{where}: step must be a whole number >= 0, got {value!r}")
+        raise LogError(f"{where}: step must be a whole number >= 0, got {raw!r}")
     return int(x)
 
 
-def _check_steps(steps: Sequence[int], rows: Sequence[str], source: str, run: str) -> None:
+def _check_steps(steps: Sequence[int], rows: Sequence[str], source: str, run: str,
+                 max_steps: int | None) -> None:
     if not steps:
         raise LogError(f"{source}: run {run!r} has no evals")
     for i in range(1, len(steps)):
@@ -67,114 +105,186 @@ def _check_steps(steps: Sequence[int], rows: Sequence[str], source: str, run: st
                            f"(previous eval at step {steps[i - 1]})")
     if steps[-1] <= 0:
         raise LogError(f"{rows[-1]}: run {run!r} ends at step 0; progress cannot be measured")
+    if max_steps is not None and steps[-1] > max_steps:
+        raise LogError(f"{rows[-1]}: step {steps[-1]} is past the log's max_steps={max_steps}")
 
 
-def choose_metric(history: Sequence[dict[str, Any]]) -> tuple[str, float]:
-    """(metric key, sign): the first non-bookkeeping eval_* key, else -eval_loss."""
-    keys = [k for entry in history for k in entry if k.startswith("eval_")]
+def choose_metric(history: Sequence[dict[str, Any]]) -> str:
+    """The first non-bookkeeping eval_* key, else eval_loss ('' if the log has neither)."""
+    keys = dict.fromkeys(k for entry in history for k in entry if k.startswith("eval_"))
     for key in keys:
         if key not in BOOKKEEPING:
-            return key, 1.0
-    if "eval_loss" in keys:
-        return "eval_loss", -1.0
-    return "", 1.0
+            return key
+    return "eval_loss" if "eval_loss" in keys else ""
 
 
-def read_trainer_state(path: Path, metric: str | None = None) -> LoggedRun:
-    """One run from a Hugging Face trainer_state.json (or a checkpoint dir holding one)."""
-    path = Path(path)
+def _load_state(path: Path) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
     if path.is_dir():
         path = path / "trainer_state.json"
     try:
-        history = json.loads(path.read_text())["log_history"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise LogError(f"{path}: not a readable trainer_state.json with log_history ({exc})") \
-            from None
-    key, sign = (metric, 1.0) if metric else choose_metric(history)
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, ValueError) as exc:
+        raise LogError(f"{path}: not a readable trainer_state.json ({exc})") from None
+    history = data.get("log_history") if isinstance(data, dict) else None
+    if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
+        raise LogError(f"{path}: log_history must be a list of objects (entries with a step and "
+                       f"eval_* keys); got {type(history).__name__}")
+    return path, data, history
+
+
+def _log_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """metric_for_best_model / greater_is_better / max_steps, at the top level or in the state
+    an EvalStopCallback saved (`stateful_callbacks`)."""
+    found = {k: data.get(k) for k in ("metric_for_best_model", "greater_is_better")}
+    saved = (data.get("stateful_callbacks") or {}).get("EvalStopCallback")
+    args = saved.get("args", {}) if isinstance(saved, dict) else {}
+    for key in found:
+        if found[key] is None and isinstance(args, dict):
+            found[key] = args.get(key)
+    steps = data.get("max_steps")
+    ok = isinstance(steps, int) and not isinstance(steps, bool) and steps > 0
+    found["max_steps"] = steps if ok else None
+    return found
+
+
+def _metric_key(history: list[dict[str, Any]], metric: str | None,
+                settings: dict[str, Any], path: Path) -> tuple[str, str | None, str]:
+    """(key, mode implied by a leading '-', how the key was chosen)."""
+    if metric:
+        key = metric.removeprefix("-")
+        return key, ("min" if metric.startswith("-") else None), "--metric"
+    best = _eval_key(settings["metric_for_best_model"])
+    if best:
+        return best, None, "the log's metric_for_best_model"
+    key = choose_metric(history)
     if not key:
         raise LogError(f"{path}: log_history has no eval_* metric")
-    steps, scores, losses, rows, last_loss = [], [], [], [], math.nan
+    return key, None, "the first eval_* metric in the log (choose one with --metric)"
+
+
+def read_trainer_state(path: Path | str, metric: str | None = None,
+                       mode: str | None = None) -> LoggedRun:
+    """One run from a Hugging Face trainer_state.json (or a checkpoint dir holding one)."""
+    path, data, history = _load_state(Path(path))
+    settings = _log_settings(data)
+    key, sign_mode, chosen = _metric_key(history, metric, settings, path)
+    # greater_is_better speaks of metric_for_best_model only
+    flag = settings["greater_is_better"] if _eval_key(settings["metric_for_best_model"]) == key \
+        else None
+    run_mode, mode_from = mode_for(key, mode or sign_mode, flag)
+    if mode is None and sign_mode:
+        mode_from = "a leading '-' on --metric"
+    steps, values, losses, rows, notes = [], [], [], [], [f"metric chosen by {chosen}"]
+    last_loss = math.nan
     for i, entry in enumerate(history):
         where = f"{path}: log_history[{i}]"
         if "loss" in entry:
             last_loss = _number(entry["loss"], where, "loss")
-        if key in entry:
-            steps.append(_step(entry.get("step"), where))
-            scores.append(sign * _number(entry[key], where, key))
-            losses.append(last_loss)
-            rows.append(where)
-    _check_steps(steps, rows, str(path), str(path))
-    kept = tuple(losses) if all(math.isfinite(x) for x in losses) else ()
-    name = key if sign > 0 else f"-{key}"
+        if key not in entry:
+            continue
+        step = _step(_number(entry.get("step"), where, "step"), entry.get("step"), where)
+        value = _number(entry[key], where, key)
+        if steps and step == steps[-1]:
+            notes.append(f"log_history[{i}]: a second eval at step {step} (a final evaluate?) "
+                         f"replaces the one at {rows[-1].rsplit(': ', 1)[-1]}")
+            values[-1], losses[-1], rows[-1] = value, last_loss, where
+            continue
+        steps.append(step)
+        values.append(value)
+        losses.append(last_loss)
+        rows.append(where)
+    if not steps:
+        raise LogError(f"{path}: log_history has no {key!r} evals; its eval keys are: "
+                       f"{', '.join(_eval_keys(history)) or 'none'}")
+    _check_steps(steps, rows, str(path), str(path), settings["max_steps"])
     run_id = path.parent.name if path.name == "trainer_state.json" else path.stem
-    return LoggedRun(run_id or path.stem, str(path), name, tuple(steps),
-                     tuple(scores), kept)
+    return LoggedRun(run_id or path.stem, str(path), key, run_mode, mode_from, tuple(steps),
+                     tuple(values), tuple(losses), settings["max_steps"], tuple(notes))
 
 
-def read_csv_runs(path: Path) -> list[LoggedRun]:
-    """Every run of a `job_id, step, eval_score[, loss]` CSV, in order of first appearance."""
-    path = Path(path)
+def _eval_key(name: Any) -> str:
+    """metric_for_best_model as the key the log holds (Trainer prefixes 'eval_')."""
+    if not isinstance(name, str) or not name:
+        return ""
+    return name if name.startswith("eval_") else f"eval_{name}"
+
+
+def _eval_keys(history: list[dict[str, Any]]) -> list[str]:
+    return sorted({k for e in history for k in e if k.startswith("eval_") or k == "loss"})
+
+
+def _csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header and (line, values) rows of a UTF-8 CSV, refusing what cannot be a replay log."""
     try:
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            header = [c.strip() for c in reader.fieldnames or []]
-            missing = [c for c in CSV_COLUMNS if c not in header]
-            if missing:
-                raise LogError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
-                               f"expected {', '.join(CSV_COLUMNS)}[, loss]")
-            raw = [({k.strip(): v for k, v in row.items() if k}, reader.line_num)
-                   for row in reader]
+        text = path.read_bytes().decode("utf-8-sig")
     except OSError as exc:
         raise LogError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise LogError(f"{path}: not UTF-8 text (byte {exc.start}); a replay CSV is UTF-8 "
+                       f"with a header {', '.join(CSV_COLUMNS)}[, loss, ...]") from None
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = [c.strip() for c in next(reader, [])]
+        rows = [(reader.line_num, row) for row in reader if row]
+    except csv.Error as exc:
+        raise LogError(f"{path}: not a CSV file ({exc})") from None
+    seen = set()
+    for column in header:
+        if column in seen:
+            raise LogError(f"{path}: line 1: column {column!r} appears twice")
+        seen.add(column)
+    missing = [c for c in CSV_COLUMNS if c not in header]
+    if missing:
+        raise LogError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
+                       f"expected {', '.join(CSV_COLUMNS)}[, loss, ...]")
+    return header, rows
+
+
+def read_csv_runs(path: Path | str, metric: str | None = None,
+                  mode: str | None = None) -> list[LoggedRun]:
+    """Every run of a `job_id, step, eval_score[, loss, ...]` CSV, in order of appearance."""
+    path = Path(path)
+    header, rows = _csv_rows(path)
+    column = (metric or "eval_score").removeprefix("-")
+    if column not in header:
+        raise LogError(f"{path}: no column {column!r}; its columns are: {', '.join(header)}")
+    run_mode, mode_from = mode_for(column, mode or ("min" if (metric or "")[:1] == "-"
+                                                    else None))
+    index = {c: i for i, c in enumerate(header)}
     runs: dict[str, dict[str, list[Any]]] = {}
-    for row, line in raw:
+    for line, row in rows:
         where = f"{path}: line {line}"
-        run_id = (row.get("job_id") or "").strip()
+        if len(row) > len(header):
+            raise LogError(f"{where}: {len(row)} values for {len(header)} columns")
+        row = row + [""] * (len(header) - len(row))
+        run_id = row[index["job_id"]].strip()
         if not run_id:
             raise LogError(f"{where}: empty job_id")
-        rec = runs.setdefault(run_id, {"steps": [], "scores": [], "losses": [], "rows": []})
-        rec["steps"].append(_step(row.get("step"), where))
-        rec["scores"].append(_number(row.get("eval_score"), where, "eval_score"))
-        if "loss" in header and (row.get("loss") or "").strip():
-            rec["losses"].append(_number(row["loss"], where, "loss"))
+        rec = runs.setdefault(run_id, {"steps": [], "values": [], "losses": [], "rows": []})
+        raw_step = row[index["step"]]
+        rec["steps"].append(_step(_text_number(raw_step, where, "step"), raw_step, where))
+        rec["values"].append(_text_number(row[index[column]], where, column))
+        raw_loss = row[index["loss"]].strip() if "loss" in index else ""
+        rec["losses"].append(_text_number(raw_loss, where, "loss") if raw_loss else math.nan)
         rec["rows"].append(where)
     if not runs:
         raise LogError(f"{path}: no rows after the header; a CSV needs at least one eval")
     out = []
     for run_id, rec in runs.items():
-        _check_steps(rec["steps"], rec["rows"], str(path), run_id)
-        losses = tuple(rec["losses"]) if len(rec["losses"]) == len(rec["steps"]) else ()
-        out.append(LoggedRun(run_id, str(path), "eval_score", tuple(rec["steps"]),
-                             tuple(rec["scores"]), losses))
+        _check_steps(rec["steps"], rec["rows"], str(path), run_id, None)
+        out.append(LoggedRun(run_id, str(path), column, run_mode, mode_from,
+                             tuple(rec["steps"]), tuple(rec["values"]), tuple(rec["losses"]),
+                             None))
     return out
 
 
-def read_logs(paths: Iterable[Path | str], metric: str | None = None) -> list[LoggedRun]:
+def read_logs(paths: Iterable[Path | str], metric: str | None = None,
+              mode: str | None = None) -> list[LoggedRun]:
     """Runs from CSV files, trainer_state.json files, or checkpoint dirs holding one."""
     runs: list[LoggedRun] = []
     for p in map(Path, paths):
         if not p.exists():
             raise LogError(f"{p}: no such file or directory")
-        runs.extend(read_csv_runs(p) if p.suffix.lower() == ".csv"
-                    else [read_trainer_state(p, metric)])
+        runs.extend(read_csv_runs(p, metric, mode) if p.suffix.lower() == ".csv"
+                    else [read_trainer_state(p, metric, mode)])
     return runs
-
-
-def replay_views(run: LoggedRun, job_type: str = "rlhf",
-                 job_id: int = 0) -> list[SchedulerJobView]:
-    """The view a scheduler would have had after each eval; progress = step / last step."""
-    total = run.steps[-1]
-    progress = tuple(s / total for s in run.steps)
-    views = []
-    for i in range(1, len(run.steps) + 1):
-        losses = run.losses[:i]
-        views.append(SchedulerJobView(
-            job_id=job_id, tenant=0, job_type=job_type, gpus=1, arrival_time=0.0,
-            state="running" if i < len(run.steps) else "completed", progress=progress[i - 1],
-            loss=losses[-1] if losses else math.nan, eval_progress=progress[:i],
-            eval_scores=run.scores[:i], loss_history=losses, duration_estimate=0.0,
-            attained_minutes=0.0, n_preemptions=0))
-    return views
-
-
-REPLAY_CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
