@@ -29,7 +29,8 @@ __all__ = [
 # Detectors beyond the paper; each module registers its name prefix on import.
 from .bocpd import BOCPD  # noqa: E402
 from .cusum import CUSUM  # noqa: E402
+from .decline_test import DeclineTest  # noqa: E402
 from .median_pruner import MedianPruner  # noqa: E402
 from .patience import Patience  # noqa: E402
 
-__all__ += ["BOCPD", "CUSUM", "MedianPruner", "Patience"]
+__all__ += ["BOCPD", "CUSUM", "DeclineTest", "MedianPruner", "Patience"]

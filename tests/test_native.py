@@ -42,12 +42,14 @@ VARIANTS: dict[str, dict[str, object]] = {
     "light-load": {"workload.arrival_rate_per_min": 0.05},
     "dense-evals": {"evals.interval": 0.05},
     "ar1-noise": {"noise.model": "ar1", "noise.rho": 0.5, "noise.sigma": 0.1},
+    "slice-0.4": {"cluster.time_slice_share": 0.4},
 }
 POLICIES = ("SRTF-Est", "FIFO", "SJF-Est", "EvalStop-2+SRTF-Est", "EvalStop-3+SRTF-Est",
             "EvalStop-1-best+SJF-Est", "StopAt-0.3+SRTF-Est", "StopAt-0.65+SJF-Est",
             "LossPlateau+FIFO", "LossPlateau+SRTF-Est", "LossPlateau-0.001-5+FIFO", "LossAware",
             "EvalSched", "EvalStop-2+EvalSched", "StopAt-0.5+LossAware",
-            "LossPlateau+EvalSched")
+            "EvalSched-Strict", "EvalStop-2+EvalSched-Strict",
+            "LossPlateau+EvalSched", "DeclineTest-0.05+SRTF-Est")
 SEEDS = (3, 11)
 JOB_FIELDS = ("state", "progress", "next_check", "epoch", "has_run", "first_start", "end_time",
               "gpu_minutes", "gpu_minutes_after_peak", "n_preemptions", "observations",
@@ -130,7 +132,7 @@ def test_the_grid_preempts_restarts_and_stops_by_every_rule() -> None:
                         stopped_by.add(detector.split("-")[0])
     assert preempted_with_restart, "no run preempted a job that then paid a restart"
     assert preempted_without, "no run preempted a job on a cluster without restart overhead"
-    assert stopped_by == {"EvalStop", "StopAt", "LossPlateau"}
+    assert stopped_by == {"EvalStop", "StopAt", "LossPlateau", "DeclineTest"}
 
 
 def test_compiled_engine_is_deterministic() -> None:

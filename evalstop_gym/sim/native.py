@@ -30,8 +30,9 @@ ENGINES = ("auto", "native", "python")
 # Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched (past peak first, then remaining), LossAware
 KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
 KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT = 3, 4
-# Stop rules: none, EvalStop-k, StopAt-p, LossPlateau
+# Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha
 RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
+RULE_DECLINE_TEST = 4
 STATES = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED,
           JobState.STOPPED)
 
@@ -51,7 +52,8 @@ class NativeSpec(NamedTuple):
     monitored: tuple[int, int, int] = (0, 0, 0)
     best_variant: bool = False     # RULE_DECLINES: a decline must also be below the best so far
     p: float = 0.0                 # RULE_PROGRESS: stop at this progress
-    threshold: float = 0.0         # RULE_LOSS_PLATEAU: relative gain below this over `window`
+    threshold: float = 0.0         # RULE_LOSS_PLATEAU: relative gain below this over `window`;
+                                   # RULE_DECLINE_TEST: the false-alarm budget alpha
     window: int = 0
 
 

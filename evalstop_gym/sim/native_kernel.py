@@ -15,6 +15,7 @@ noticeably slower E2 run); small helpers are inlined for the same reason.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from .native import (  # the spec's vocabulary: priority keys and stop rules
     KEY_EVAL_DEMOTE,
     KEY_LOSS_IMPROVEMENT,
     KEY_REMAINING_ESTIMATE,
+    RULE_DECLINE_TEST,
     RULE_LOSS_PLATEAU,
     RULE_NONE,
     RULE_PROGRESS,
@@ -227,9 +229,82 @@ def _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, g
 
 
 @njit(cache=True)
+def _t_tail_bound(t, nu, log_norm):
+    """log of a Student-t tail bound, P(T_nu > t) <= f_nu(t) (nu + t^2) / ((nu - 1) t), nu > 1
+    (tight within a few percent of the quantile for nu >= 5)."""
+    return (log_norm - 0.5 * (nu + 1.0) * math.log1p(t * t / nu) + math.log(nu + t * t)
+            - math.log((nu - 1.0) * t))
+
+
+@njit(cache=True)
+def decline_critical(eps, nu):
+    """The smallest t (to bisection precision) with the tail bound at t <= eps: DeclineTest's
+    critical value for one comparison at level eps with a noise estimate of nu df."""
+    log_norm = math.lgamma(0.5 * (nu + 1.0)) - math.lgamma(0.5 * nu) - 0.5 * math.log(
+        nu * math.pi)
+    log_eps = math.log(eps)
+    lo = 1.0
+    hi = math.sqrt(nu * (eps ** (-2.0 / nu) - 1.0))   # the cruder bound (1 + t^2/nu)^(-nu/2)
+    if hi <= lo:
+        return hi
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if _t_tail_bound(mid, nu, log_norm) > log_eps:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@njit(cache=True)
+def decline_evidence(scores, prog, n, alpha):
+    """policies.decline_test's test on the first n evals: (z, critical value, sigma_hat);
+    z = -inf when it cannot be run (fewer than 4 evals, no measurable noise)."""
+    if n < 4:
+        return -np.inf, np.inf, 0.0
+    k = n - 2
+    acc = 0.0
+    for i in range(k):
+        d = (scores[i + 2] - scores[i + 1]) - (scores[i + 1] - scores[i])
+        acc += d * d
+    sigma = math.sqrt(acc / (6.0 * k))
+    if not sigma > 0.0:
+        return -np.inf, np.inf, 0.0
+    # Satterthwaite df of sigma^2: second differences of i.i.d. noise correlate -4/6 at lag 1,
+    # 1/6 at lag 2
+    nu = k * k / (k + 2.0 * (k - 1) * (16.0 / 36.0) + 2.0 * max(k - 2, 0) * (1.0 / 36.0))
+    cum = np.zeros(n + 1)
+    for i in range(n):
+        cum[i + 1] = cum[i] + scores[i]
+    z = -np.inf
+    comparisons = 0
+    w = 2
+    while 2 * w <= n:
+        latest = (cum[n] - cum[n - w]) / w
+        if w == 2:   # the better of the last two: one bad eval alone never decides
+            latest = max(scores[n - 2], scores[n - 1])
+        best = -np.inf
+        for end in range(n - w, w - 1, -w):     # earlier blocks tile back from the latest
+            best = max(best, (cum[end] - cum[end - w]) / w)
+        z = max(z, (best - latest) / (sigma * math.sqrt(2.0 / w)))
+        comparisons += (n - w) // w
+        w *= 2
+    usable = 0.0 < prog[n - 1] <= 1.0
+    for i in range(n - 1):
+        usable = usable and prog[i] < prog[i + 1]
+    if usable:   # spend alpha over progress; the first look spends all the progress so far
+        budget = alpha * (prog[n - 1] if n == 4 else prog[n - 1] - prog[n - 2])
+    else:        # look m since the first spends alpha / (m (m + 1))
+        m = n - 3.0
+        budget = alpha / (m * (m + 1.0))
+    return z, decline_critical(budget / comparisons, nu), sigma
+
+
+@njit(cache=True)
 def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, progress,
-            chk_ptr, chk_idx, chk_score, chk_loss, next_check):
-    """The stop rule on the job's history so far (EvalStop-k, StopAt-p, LossPlateau).
+            chk_ptr, chk_idx, chk_score, chk_loss, next_check, chk_prog):
+    """The stop rule on the job's history so far (EvalStop-k, StopAt-p, LossPlateau,
+    DeclineTest).
 
     Returns NaN to continue, else the number the rule's reason quotes (the decline count, the
     progress, the loss gain)."""
@@ -244,6 +319,19 @@ def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, 
         first, last = chk_loss[last_chk - window], chk_loss[last_chk - 1]
         gain = (first - last) / first if first > 0 else 0.0
         return gain if gain < threshold else np.nan
+    if rule == RULE_DECLINE_TEST:            # DeclineTest._decide; threshold holds alpha
+        n_evals = 0
+        for c in range(first_chk, last_chk):
+            if chk_idx[c] >= 0:
+                n_evals += 1
+        scores, prog = np.empty(n_evals), np.empty(n_evals)
+        n_evals = 0
+        for c in range(first_chk, last_chk):
+            if chk_idx[c] >= 0:
+                scores[n_evals], prog[n_evals] = chk_score[c], chk_prog[c]
+                n_evals += 1
+        z, critical, _ = decline_evidence(scores, prog, n_evals, threshold)
+        return z if z > critical else np.nan
     # RULE_DECLINES: view.decline_count over the evals observed so far
     count = 0
     c = last_chk - 1
@@ -528,7 +616,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
             if chk_idx[c] >= 0:
                 needs_pass = True
             value = _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype,
-                            progress, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
+                            progress, chk_ptr, chk_idx, chk_score, chk_loss, next_check,
+                            chk_prog)
             if not np.isnan(value):
                 stop_value[j] = value
                 finished = STOPPED
