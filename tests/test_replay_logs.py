@@ -258,3 +258,13 @@ def test_replay_cli_prints_a_table_and_reports_bad_input(capsys, tmp_path):
     assert cli(str(CSV), "--csv", str(tmp_path / "t.csv")) == 0
     assert (tmp_path / "t.csv").read_text().startswith("run,metric,mode,detector")
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_metric_and_direction_saved_by_the_hf_callback_are_used(tmp_path):
+    saved = {"EvalStopCallback": {"args": {"detector": "EvalStop-2", "metric": "eval_wer_clean",
+                                           "mode": "min", "job_type": "rlhf"},
+                                  "attributes": {}}}
+    history = eval_history("eval_acc", [0.1, 0.2]) + eval_history("eval_wer_clean", [0.3, 0.2])
+    run = read_trainer_state(write_state(tmp_path, history, stateful_callbacks=saved))
+    assert (run.metric, run.mode, run.mode_from) == ("eval_wer_clean", "min",
+                                                     "the log's greater_is_better")

@@ -136,11 +136,13 @@ def _log_settings(data: dict[str, Any]) -> dict[str, Any]:
     """metric_for_best_model / greater_is_better / max_steps, at the top level or in the state
     an EvalStopCallback saved (`stateful_callbacks`)."""
     found = {k: data.get(k) for k in ("metric_for_best_model", "greater_is_better")}
-    saved = (data.get("stateful_callbacks") or {}).get("EvalStopCallback")
-    args = saved.get("args", {}) if isinstance(saved, dict) else {}
-    for key in found:
-        if found[key] is None and isinstance(args, dict):
-            found[key] = args.get(key)
+    callbacks = data.get("stateful_callbacks")
+    saved = callbacks.get("EvalStopCallback") if isinstance(callbacks, dict) else None
+    args = saved.get("args") if isinstance(saved, dict) else None
+    if isinstance(args, dict) and found["metric_for_best_model"] is None:
+        found["metric_for_best_model"] = args.get("metric")
+        if args.get("mode") in ("max", "min"):
+            found["greater_is_better"] = args["mode"] == "max"
     steps = data.get("max_steps")
     ok = isinstance(steps, int) and not isinstance(steps, bool) and steps > 0
     found["max_steps"] = steps if ok else None

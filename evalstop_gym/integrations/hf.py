@@ -1,0 +1,105 @@
+"""Hugging Face transformers: `EvalStopCallback`, a `TrainerCallback` over `RunMonitor`.
+
+    trainer = Trainer(..., args=TrainingArguments(..., eval_strategy="steps",
+                      metric_for_best_model="accuracy"), callbacks=[EvalStopCallback("EvalStop-2")])
+
+The metric is `metric=`, else `args.metric_for_best_model` (with Trainer's "eval_" prefix); the
+direction is `mode=`, else `args.greater_is_better`, else the metric's name (loss, wer, ...:
+lower is better); progress is `state.global_step / state.max_steps`. It decides in `on_evaluate`
+and sets `control.should_training_stop`; `best_step` / `best_metric` name the checkpoint to
+keep. It works with `load_best_model_at_end` (which then loads that checkpoint, if saved) but
+does not require it. On resume it rebuilds the monitor from `state.log_history`, so patience and
+every other detector state carry on rather than restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+try:
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import ExportableState
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("evalstop_gym.integrations.hf needs transformers: "
+                      "pip install 'evalstop-gym[hf]'") from exc
+
+from ..online import MonitorDecision, RunMonitor
+from ..sim.protocols import Detector
+from ..traces.logs import mode_for
+
+log = logging.getLogger(__name__)
+
+
+class EvalStopCallback(TrainerCallback, ExportableState):
+    """Stop a Trainer run when `detector` says its eval metric has turned for good."""
+
+    def __init__(self, detector: str | Detector = "EvalStop-2", metric: str | None = None,
+                 mode: str | None = None, job_type: str = "rlhf") -> None:
+        self.detector, self.metric, self.mode, self.job_type = detector, metric, mode, job_type
+        self.monitor: RunMonitor | None = None
+        self.decision: MonitorDecision | None = None
+        self._key = ""
+        self._loss: float | None = None
+
+    @property
+    def best_step(self) -> int | None:
+        """Step of the best eval so far (up to the stop): the checkpoint stop-and-save keeps."""
+        return None if self.decision is None else self.decision.best_step
+
+    @property
+    def best_metric(self) -> float | None:
+        return None if self.decision is None else self.decision.best_value
+
+    def on_train_begin(self, args, state, control, **kwargs: Any) -> None:
+        key = self.metric or args.metric_for_best_model
+        if not key:
+            raise ValueError("EvalStopCallback: no metric; pass metric='eval_accuracy' or set "
+                             "TrainingArguments(metric_for_best_model=...)")
+        self._key = key if key.startswith("eval_") else f"eval_{key}"
+        flag = args.greater_is_better if self.metric is None else None
+        mode = mode_for(self._key, self.mode, flag)[0]
+        self.monitor = RunMonitor(self.detector, mode, state.max_steps or None, self.job_type)
+        self._rebuild(state.log_history)
+
+    def _rebuild(self, history: list[dict[str, Any]]) -> None:
+        """Replay the evals already logged (a resumed run) into the fresh monitor."""
+        for entry in history:
+            if "loss" in entry:
+                self._loss = float(entry["loss"])
+            if self._key in entry and "step" in entry:
+                self._observe(int(entry["step"]), float(entry[self._key]))
+
+    def on_log(self, args, state, control, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> None:
+        if logs and "loss" in logs:
+            self._loss = float(logs["loss"])
+
+    def on_evaluate(self, args, state, control, metrics: dict[str, Any] | None = None,
+                    **kwargs: Any) -> None:
+        metrics = metrics or {}
+        if self._key not in metrics:
+            log.warning("EvalStopCallback: %s is not among the eval metrics (%s); no decision",
+                        self._key, ", ".join(sorted(metrics)))
+            return
+        decision = self._observe(state.global_step, float(metrics[self._key]))
+        if decision is not None and decision.stop:
+            control.should_training_stop = True
+            log.info("EvalStopCallback: stop at step %s (%s); best %s = %.6g at step %s",
+                     decision.step, decision.reason, self._key, decision.best_value,
+                     decision.best_step)
+
+    def _observe(self, step: int, value: float) -> MonitorDecision | None:
+        assert self.monitor is not None, "on_train_begin was not called"
+        if self.monitor.steps and step <= self.monitor.steps[-1]:
+            return self.decision        # a second evaluate at the same step: already judged
+        self.decision = self.monitor.update(step, value, self._loss)
+        return self.decision
+
+    def state(self) -> dict[str, Any]:
+        """What `Trainer` saves in trainer_state.json (the decisions rebuild from log_history)."""
+        name = self.detector if isinstance(self.detector, str) else self.detector.name
+        mode = self.monitor.mode if self.monitor is not None else self.mode
+        return {"args": {"detector": name, "metric": self.metric or self._key or None,
+                         "mode": mode, "job_type": self.job_type},
+                "attributes": {}}
