@@ -127,8 +127,8 @@ def e2(r: pd.DataFrame) -> list[Row]:
 def eval_sched_ratio(jct: dict) -> Row:
     """EvalSched's JCT against SRTF-Est, judged on the paper's form (demoted jobs keep their GPUs
     and get a share of time); the strict-priority form, when run, is shown beside it."""
-    row = ratio("E2", "EvalSched JCT / SRTF-Est JCT (time-sliced)", 2.2, jct["EvalSched"],
-                jct[SRTF], 0.22)
+    row = as_fit(ratio("E2", "EvalSched JCT / SRTF-Est JCT (time-sliced)", 2.2,
+                       jct["EvalSched"], jct[SRTF], 0.22), "cluster.time_slice_share")
     strict = jct.get("EvalSched-Strict")
     if strict is None or not strict.n or not jct[SRTF].mean:
         return row

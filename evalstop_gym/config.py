@@ -55,7 +55,7 @@ class ClusterConfig:
     preemption_overhead_min: float = _f(2.0, 0, None,
                                         "minutes of restart cost when a preempted job resumes")
     kinds: tuple[GpuKind, ...] = _f((), doc="GPU kinds; empty: `gpus` identical reference GPUs")
-    time_slice_share: float = _f(0.25, 0, 1, "share of time a time-sliced job trains and "
+    time_slice_share: float = _f(0.1, 0, 1, "share of time a time-sliced job trains and "
                                  "evaluates while it keeps its GPUs (EvalSched's demoted jobs)",
                                  lo_open=True)
 

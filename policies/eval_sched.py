@@ -1,12 +1,17 @@
-"""EvalSched: SRTF-Est that demotes jobs whose latest eval fell below their best, never stops them.
+"""EvalSched: SRTF-Est that deprioritises jobs whose latest eval fell below their best, never
+stopping them -- the paper's "deprioritise, don't terminate" baseline, in two forms.
 
-The paper's "deprioritise, don't terminate" baseline: post-peak jobs keep their place in the
-system and run only when nothing healthier waits, which starves them rather than freeing GPUs.
+`EvalSched` is the paper's (§4, "deprioritized jobs still occupy the system, receiving occasional
+time slices"): a demoted job keeps its GPUs and the platform time-slices it, so it trains and
+evaluates at `cluster.time_slice_share` of its speed until an eval lifts it back. Holding the
+GPUs while barely progressing is what makes its JCT far worse than SRTF-Est's.
+`EvalSchedStrict` ("EvalSched-Strict") is strict priority: demoted jobs rank behind every other
+job and are preempted for them, so they give their GPUs away and wait.
 """
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native import KEY_EVAL_DEMOTE
+from evalstop_gym.sim.native import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
@@ -18,9 +23,28 @@ def past_peak(job: SchedulerJobView) -> bool:
 
 
 class EvalSched(PriorityScheduler):
+    """Time-sliced: a demoted job ranks first among running jobs (it is never preempted, it
+    keeps its GPUs) and `time_sliced` tells the platform to run it at its slice share."""
+
     name = "EvalSched"
-    native_key = KEY_EVAL_DEMOTE
+    native_key = KEY_EVAL_SLICE
     incremental = True   # key frozen while waiting, never rising while running
+    preemptive = True
+
+    def key(self, job: SchedulerJobView) -> tuple[int, float]:
+        return (-1 if past_peak(job) else 0, job.remaining_estimate)
+
+    def time_sliced(self, job: SchedulerJobView) -> bool:
+        """Whether the platform should give this running job only its slice share of time."""
+        return past_peak(job)
+
+
+class EvalSchedStrict(PriorityScheduler):
+    """Strict priority: demoted jobs run only when nothing healthier waits (preempted for it)."""
+
+    name = "EvalSched-Strict"
+    native_key = KEY_EVAL_DEMOTE
+    incremental = True
     preemptive = True
 
     def key(self, job: SchedulerJobView) -> tuple[bool, float]:

@@ -12,7 +12,7 @@ from evalstop_gym.experiment import split_policy
 from evalstop_gym.sim.protocols import BaseScheduler, Detector, Policy
 
 from .composed import ComposedPolicy
-from .eval_sched import EvalSched
+from .eval_sched import EvalSched, EvalSchedStrict
 from .eval_stop import EvalStop
 from .fifo import FIFO
 from .loss_aware import LossAware
@@ -30,7 +30,7 @@ class PolicyNameError(ValueError):
 
 BASES: dict[str, Callable[[], BaseScheduler]] = {
     "FIFO": FIFO, "SJF-Est": SJFEst, "SRTF-Est": SRTFEst, "LossAware": LossAware,
-    "EvalSched": EvalSched,
+    "EvalSched": EvalSched, "EvalSched-Strict": EvalSchedStrict,
 }
 
 DETECTORS: dict[str, Callable[[list[str]], Detector]] = {}

@@ -23,7 +23,7 @@ from evalstop_gym.policies import parse_policy
 FIXTURE = Path(__file__).parent / "data" / "golden_e2_small.csv"
 PLATFORM = FIXTURE.with_suffix(".yaml")   # frozen copy of the defaults the fixture was written with
 POLICIES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched", "EvalStop-2+SRTF-Est",
-            "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
+            "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est", "EvalSched-Strict")
 SEEDS = (42, 123)
 ENGINES = ("python", "auto")   # "auto" runs the compiled engine where a policy has a native form
 JOB_FIELDS = ("outcome", "end_time", "end_progress", "gpu_minutes", "gpu_minutes_after_peak",

@@ -90,6 +90,7 @@ def test_planned_run_equals_the_plain_protocol(small_config, spec):
     plain = parse_policy(spec)
     jobs_b = generate_workload(small_config, 3)
     cluster = Cluster(small_config, jobs_b, milestones=plain.milestones)
+    cluster.adopt(plain)   # the platform side of the policy (EvalSched's time slicing)
     while (req := cluster.next_decision()) is not None:
         if isinstance(req, ScheduleRequest):
             assert isinstance(req.waiting, tuple) and isinstance(req.running, tuple)

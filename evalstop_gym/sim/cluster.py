@@ -10,7 +10,7 @@ execute identical code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -72,6 +72,10 @@ class Cluster:
         self._lazy = False                               # pending pass built without views
         self._cv_state: tuple | None = None
         self._cv: ClusterView | None = None
+        # time slicing: which running jobs get only `share` of their time (`_slice`), taken
+        # from the policy's base scheduler (EvalSched) by `adopt`
+        self.time_sliced: Callable[[SchedulerJobView], bool] | None = None
+        self.share = config.cluster.time_slice_share
         extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
         largest = max(self.pool.totals) if self.pool else self.total_gpus
         for job in jobs:
@@ -130,6 +134,7 @@ class Cluster:
         elif job.next_check >= len(job.checks):
             self._end(job, JobState.COMPLETED)
         else:
+            self._slice(job)
             self._start_phase(job, Phase.TRAIN)
 
     def answer_schedule(self, allocation: Allocation) -> None:
@@ -147,8 +152,16 @@ class Cluster:
         self.answer_schedule(self._plan(planner, self._pending.cluster))
 
     def planner_for(self, policy: Any) -> Planner | None:
-        """`policy.plan` when it offers one and this cluster can use it (homogeneous GPUs)."""
+        """`policy.plan` when it offers one and this cluster can use it (homogeneous GPUs).
+        Asking means `policy` allocates here, so the cluster also `adopt`s it."""
+        self.adopt(policy)
         return _planner(policy) if self.pool is None else None
+
+    def adopt(self, policy: Any) -> None:
+        """Take what the platform does for `policy`'s base scheduler: its time slicing test
+        (`time_sliced`, EvalSched's). `run` and `planner_for` call it; a driver answering
+        passes with `policy.schedule` itself calls it once before the first decision."""
+        self.time_sliced = _time_sliced(policy)
 
     def run(self, policy: Policy) -> None:
         """Drive the whole run with `policy` answering every request.
@@ -271,6 +284,15 @@ class Cluster:
             target = job.checks[job.next_check][0]
             length = max(0.0, (target - job.progress) * job.duration / job.speed)
         self.queue.schedule(self.now + length, PHASE_END, job.job_id, job.epoch, PHASE_END)
+
+    def _slice(self, job: Job) -> None:
+        """Time slicing, decided at each check: a job `time_sliced` marks keeps its GPUs and
+        trains and evaluates at `share` of its speed until its next check (the GPU-minutes it
+        holds are charged in full); any other job runs at its full speed."""
+        if self.time_sliced is None:
+            return
+        full = self.pool.speeds[job.kind] if self.pool is not None else 1.0
+        job.speed = full * self.share if self.time_sliced(self._view(job)) else full
 
     def _charge(self, job: Job) -> None:
         """Account GPU-minutes of the phase that is ending (or being interrupted) now."""
@@ -407,6 +429,15 @@ def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
     if not checks or checks[-1][0] < 1.0 - EPS:
         checks.append((1.0, COMPLETION))
     return checks
+
+
+def _time_sliced(policy: Any) -> Callable[[SchedulerJobView], bool] | None:
+    """The `time_sliced` test of the policy or of the base scheduler it composes over."""
+    for part in (policy, getattr(policy, "base", None)):
+        test = getattr(part, "time_sliced", None)
+        if callable(test):
+            return test
+    return None
 
 
 def _planner(policy: Any) -> Planner | None:

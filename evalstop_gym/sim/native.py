@@ -27,9 +27,10 @@ from .workload import JOB_TYPES
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
 ENGINES = ("auto", "native", "python")
-# Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched (past peak first, then remaining), LossAware
+# Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched-Strict (past peak last, then remaining),
+# LossAware, EvalSched (past peak first and time-sliced, then remaining)
 KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
-KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT = 3, 4
+KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE = 3, 4, 5
 # Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha
 RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
 RULE_DECLINE_TEST = 4
@@ -110,7 +111,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
     status, events = kernel.run(
         total, float(config.cluster.preemption_overhead_min), spec.key, spec.preemptive,
         spec.rule, np.asarray(spec.monitored, np.int64), spec.best_variant, float(spec.p),
-        float(spec.threshold), int(spec.window),
+        float(spec.threshold), int(spec.window), float(config.cluster.time_slice_share),
         **packed, **out)
     if status == kernel.ERR_LEFT_WAITING:
         raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "
@@ -187,6 +188,8 @@ def _unpack(jobs: list[Job], packed: dict[str, Any], out: dict[str, np.ndarray],
                             packed["chk_loss"].tolist())
     score = [s if i >= 0 else None for s, i in zip(packed["chk_score"].tolist(), idx, strict=True)]
     reasons: dict[tuple[str, float], str] = {}
+    for job, speed in zip(jobs, packed["speed"].tolist(), strict=True):  # time slicing sets it
+        job.speed = speed
     columns = zip(jobs, ptr, *(out[k].tolist() for k in (   # ptr: n + 1 offsets, jobs: n
         "state", "progress", "next_check", "epoch", "has_run", "first_start", "end_time",
         "gpu_min", "gpu_after", "n_pre", "phase_start", "stop_value")), strict=False)

@@ -32,6 +32,7 @@ from .native import (  # the spec's vocabulary: priority keys and stop rules
     KEY_ARRIVAL,
     KEY_DURATION_ESTIMATE,
     KEY_EVAL_DEMOTE,
+    KEY_EVAL_SLICE,
     KEY_LOSS_IMPROVEMENT,
     KEY_REMAINING_ESTIMATE,
     RULE_DECLINE_TEST,
@@ -58,7 +59,8 @@ def _current_progress(phase, progress, now, phase_start, speed, duration):
 def _rank_of(key_kind, j, progress, arrival, dur_est, chk_ptr, chk_idx, chk_score, chk_loss,
              next_check):
     """The scheduler's key of job j at `progress`, as (major, minor): a job ranks by (major,
-    minor, arrival, id). Only EvalSched uses the major part (past its peak or not)."""
+    minor, arrival, id). Only EvalSched uses the major part (past its peak or not: last for
+    the strict form, first for the time-sliced one)."""
     if key_kind == KEY_ARRIVAL:                              # FIFO.key
         return 0, arrival[j]
     if key_kind == KEY_DURATION_ESTIMATE:                    # SJFEst.key
@@ -78,7 +80,10 @@ def _rank_of(key_kind, j, progress, arrival, dur_est, chk_ptr, chk_idx, chk_scor
                 best = latest
             latest = chk_score[c]
             n_evals += 1
-    return (1 if n_evals >= 2 and latest < best else 0), remaining
+    demoted = n_evals >= 2 and latest < best
+    if key_kind == KEY_EVAL_SLICE:                           # EvalSched.key
+        return (-1 if demoted else 0), remaining
+    return (1 if demoted else 0), remaining                  # EvalSchedStrict.key
 
 
 @njit(cache=True)
@@ -361,7 +366,7 @@ def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, 
 
 @njit(cache=True)
 def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
-        threshold, window,
+        threshold, window, slice_share,
         arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype,
         chk_ptr, chk_prog, chk_idx, chk_score, chk_loss,
         state, progress, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
@@ -632,6 +637,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                                                 chk_ptr, chk_idx, chk_score, chk_loss,
                                                 next_check)
                     _store_running_key(rheap, j, major, key, arrival, run_version)
+                    if key_kind == KEY_EVAL_SLICE:   # Cluster._slice: demoted, time-sliced
+                        speed[j] = 1.0 * slice_share if major[j] < 0 else 1.0
         if finished >= 0:                      # Cluster._end (the job is running)
             _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
                     gpu_after)
