@@ -25,7 +25,7 @@ from evalstop_gym.experiment import list_experiments, load_experiment
 from evalstop_gym.sim.native import ENGINES
 from evalstop_gym.policies import PolicyNameError
 
-from .pipeline import MATRIX, collate_out, prepare, run_experiment
+from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
 from .runner import BACKENDS, BackendError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("evalstop_gym.benchmarks.report", "run what is missing, then regenerate REPRODUCTION.md"),
     "perf": ("evalstop_gym.benchmarks.perf", "simulator performance benchmark"),
     "replay": ("evalstop_gym.benchmarks.replay", "replay a real trace or training log"),
+    "train": ("evalstop_gym.benchmarks.train", "train an SB3 agent on the env and score it"),
 }
 USER_ERRORS = (ConfigError, PolicyNameError, BackendError)
 
@@ -99,12 +100,13 @@ def check_sweep_args(args: argparse.Namespace) -> None:
 def main_run(args: argparse.Namespace) -> int:
     check_sweep_args(args)
     overrides = parse_overrides(args.overrides)
-    exps = [prepare(name, overrides, args.policies) for name in resolve(args.experiments)]
+    exps = [variant(prepare(name, overrides, args.policies), overrides)   # --set: own folder
+            for name in resolve(args.experiments)]
     start = time.perf_counter()
     for exp in exps:
         done = run_experiment(exp, Path(args.out), args.seeds, args.workers, args.backend,
                               args.scheduler_address)
-        print(done.markdown)
+        print(done.terminal())   # all columns: table.md, summary.csv
         print(f"{exp.name}: {len(done.sweep.runs)} runs ({done.sweep.n_ran} new) in "
               f"{done.sweep.wall_s:.1f} s -> {done.directory}\n")
     collate_out(Path(args.out))

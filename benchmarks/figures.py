@@ -26,6 +26,7 @@ from .stats import mean_ci  # noqa: E402
 
 log = logging.getLogger(__name__)
 DETECTORS = ("EvalStop-2+SRTF-Est", "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
+VARIANT_SEP = "__"   # between an experiment's name and its --set overrides (pipeline.variant)
 
 
 def save(fig: Figure, directory: Path, name: str, layout: bool = True) -> list[Path]:
@@ -131,6 +132,32 @@ def fig5(runs: pd.DataFrame, directory: Path, xlabel: str, name: str,
     return save(fig, directory, name)
 
 
+RESULT_PANELS = (("jct", 1.0, "JCT (min)"), ("wasted_frac", 100.0, "wasted compute (%)"),
+                 ("precision", 100.0, "precision (%)"), ("recall", 100.0, "recall (%)"),
+                 ("fpr", 100.0, "FPR, healthy RLHF (%)"))
+
+
+def results_figure(runs: pd.DataFrame, directory: Path, name: str) -> list[Path]:
+    """Every cell's headline metrics side by side: mean and 95% CI over seeds, one bar per cell
+    (a metric undefined for a cell, e.g. precision without stops, is left blank)."""
+    cells = list(dict.fromkeys(runs["cell"]))
+    fig, axes = plt.subplots(1, len(RESULT_PANELS), sharey=True,
+                             figsize=(15, 1.2 + 0.32 * len(cells)))
+    y = np.arange(len(cells))
+    for ax, (metric, scale, title) in zip(axes, RESULT_PANELS, strict=True):
+        stats = [mean_ci((runs.loc[runs["cell"] == c, metric].astype(float) * scale).tolist())
+                 for c in cells]
+        means = np.array([m for m, _, _ in stats])
+        half = np.nan_to_num(np.array([h for _, h, _ in stats]))
+        ax.barh(y, np.nan_to_num(means), xerr=half, capsize=3, color="tab:blue", alpha=0.8)
+        ax.set(title=title, ylim=(len(cells) - 0.5, -0.5))
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(y, cells, fontsize=8)
+    n_seeds = runs["seed"].nunique()
+    fig.suptitle(f"{name}: mean ± 95% CI over {n_seeds} seed(s) per cell")
+    return save(fig, directory, f"results_{name}")
+
+
 FIGURES: dict[str, Callable[[pd.DataFrame, Path], list[Path]]] = {
     "e5": fig3,
     "e6": fig4,
@@ -142,10 +169,15 @@ FIGURES: dict[str, Callable[[pd.DataFrame, Path], list[Path]]] = {
 
 def experiment_figures(name: str, runs: pd.DataFrame, directory: Path,
                        config: SimConfig | None = None) -> list[Path]:
-    """The figures that belong to experiment `name` (E2 also draws Fig. 2 from its workload)."""
-    paths = FIGURES[name](runs, directory) if name in FIGURES else []
-    if name == "e2" and config is not None:
+    """The figures that belong to experiment `name` (E2 also draws Fig. 2 from its workload);
+    an experiment without a sweep also gets its results figure. A variant run with --set
+    (`e2__noise.sigma=0.05`) draws what its experiment draws."""
+    base = name.partition(VARIANT_SEP)[0]
+    paths = FIGURES[base](runs, directory) if base in FIGURES else []
+    if base == "e2" and config is not None:
         paths += fig2(config, int(runs["seed"].iloc[0]), directory)
+    if runs["value"].isna().all():
+        paths += results_figure(runs, directory, name)
     for p in paths:
         log.info("wrote %s", p)
     return paths

@@ -3,28 +3,37 @@
 Layout under OUT: `OUT/<exp>/{runs/, runs.csv, jobs.csv, summary.csv, table.md, *.png, *.pdf}`
 per experiment, and `OUT/{runs,jobs,summary}.csv` and `OUT/table.md` collated over every
 experiment present in OUT, so `run e2 --out DIR` also leaves E2's files directly in DIR.
+A run with --set is a variant with a folder of its own, `OUT/e2__noise.sigma=0.05/` (`variant`),
+so variants sharing an OUT never overwrite each other's tables; without --set, `OUT/e2/`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pandas as pd
+from evalstop_gym.policies import make_policy
 
 from evalstop_gym.experiment import Experiment, load_experiment
-from evalstop_gym.policies import make_policy
 
 from .runner import SweepResult, run_sweep
 from .stats import summary_table
-from .tables import experiment_markdown
+from .tables import experiment_markdown, terminal_table
 
 log = logging.getLogger(__name__)
 
 OUTPUT_FILES = ("runs.csv", "jobs.csv", "summary.csv")
 MATRIX = ("e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8")  # the paper's experiments (SPEC 6)
+MODEL_PREFIX = "model:"   # a detector that is a saved SB3 model (policies.learned)
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._,=+-]")   # what a variant folder's name may hold
+MAX_VARIANT = 80          # characters of overrides kept in a variant's folder name
 
 
 class ExperimentOutput(NamedTuple):
@@ -32,6 +41,12 @@ class ExperimentOutput(NamedTuple):
     sweep: SweepResult
     markdown: str
     directory: Path
+
+    def terminal(self) -> str:
+        """The experiment's headline table for a terminal (100 columns; table.md has all)."""
+        exp = self.experiment
+        return (f"## {exp.title or exp.name}\n\n"
+                f"{terminal_table(self.sweep.runs, exp.reference, exp.is_sweep)}\n")
 
 
 def references(exp: Experiment) -> dict[str, Mapping[str, Any]]:
@@ -45,7 +60,41 @@ def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
     exp = load_experiment(name).with_overrides(overrides or {}).with_policies(policies)
     for cell in exp.cells:
         make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
-    return exp
+    return labelled_models(exp)
+
+
+def labelled_models(exp: Experiment) -> Experiment:
+    """`model:` cells without a label get a readable one, `ppo_stop+SRTF-Est`: the model file's
+    name (with its folder's when two models share a file name)."""
+    paths = {c.detector: Path(c.detector[len(MODEL_PREFIX):]) for c in exp.cells
+             if c.detector.startswith(MODEL_PREFIX) and not c.label}
+    if not paths:
+        return exp
+    names = {d: p.stem for d, p in paths.items()}
+    if len(set(names.values())) < len(names):
+        names = {d: f"{p.parent.name}.{p.stem}" for d, p in paths.items()}
+    if len(set(names.values())) < len(names):
+        names = {d: SAFE_NAME.sub("_", str(p.with_suffix(""))) for d, p in paths.items()}
+    cells = tuple(dataclasses.replace(c, label=f"{names[c.detector]}+{c.base}")
+                  if c.detector in names and not c.label else c for c in exp.cells)
+    return dataclasses.replace(exp, cells=cells)
+
+
+def variant(exp: Experiment, overrides: Mapping[str, Any] | None) -> Experiment:
+    """The experiment named after its --set overrides, `e2__noise.sigma=0.05` (readable and
+    filesystem-safe; a hash is appended when characters had to be replaced or cut), so each
+    variant has its own OUT/<name>/ folder. Without overrides: the experiment unchanged."""
+    from .figures import VARIANT_SEP
+
+    if not overrides:
+        return exp
+    text = ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}"
+                    for k, v in sorted(overrides.items()))
+    safe = SAFE_NAME.sub("_", text)
+    if safe != text or len(safe) > MAX_VARIANT:
+        safe = f"{safe[:MAX_VARIANT]}~{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return dataclasses.replace(exp, name=f"{exp.name}{VARIANT_SEP}{safe}",
+                               title=f"{exp.title or exp.name} [{text}]")
 
 
 def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:

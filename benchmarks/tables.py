@@ -84,3 +84,33 @@ def experiment_markdown(title: str, runs: pd.DataFrame, reference: Mapping[str, 
             f"faster, Δwasted < 0 is less waste. FPR is over healthy RLHF jobs; FPR-all over "
             f"all non-hacking jobs.")
     return f"## {title}\n\n{note}\n\n{to_markdown(table_frame(runs, reference, match_value))}\n"
+
+
+# The terminal table: the headline columns only, so it fits TERMINAL_WIDTH characters
+TERMINAL_COLUMNS = ("JCT (min)", "wasted %", "precision %", "recall %", "FPR %", "ΔJCT %",
+                    "p(jct)")
+TERMINAL_TITLES = ("JCT", "wasted%", "prec%", "recall%", "FPR%", "ΔJCT%", "p")
+TERMINAL_WIDTH = 100
+
+
+def terminal_table(runs: pd.DataFrame, reference: Mapping[str, Any], match_value: bool,
+                   width: int = TERMINAL_WIDTH) -> str:
+    """The headline columns of `table_frame`, aligned in at most `width` characters (long cell
+    names are shortened with '…'); table.md and summary.csv keep every column."""
+    frame = table_frame(runs, reference, match_value)
+    body = [[str(v).replace(" ± ", "±") for v in frame[c]] for c in TERMINAL_COLUMNS]
+    widths = [max(len(t), *(len(v) for v in col)) for t, col in zip(TERMINAL_TITLES, body,
+                                                                      strict=True)]
+    room = max(8, width - sum(w + 2 for w in widths))
+    names = [_shorten(str(c), room) for c in frame["cell"]]
+    name_w = max(len("cell"), *(len(n) for n in names))
+    lines = ["cell".ljust(name_w) + "".join(f"  {t:>{w}}" for t, w in
+                                          zip(TERMINAL_TITLES, widths, strict=True))]
+    for i, name in enumerate(names):
+        lines.append(name.ljust(name_w) + "".join(f"  {col[i]:>{w}}" for col, w in
+                                                  zip(body, widths, strict=True)))
+    return "\n".join(lines)
+
+
+def _shorten(text: str, room: int) -> str:
+    return text if len(text) <= room else text[:room - 1] + "…"

@@ -1,5 +1,5 @@
-"""stable-baselines3 glue: normalising observations without the masks, and the paper's metrics
-in SB3's logger. Needs the `rl` extra; nothing here is imported by `evalstop_gym.env` itself.
+"""stable-baselines3 glue: normalising observations without the masks, the paper's metrics in
+SB3's logger, and a progress bar. Needs the `rl` extra; `evalstop_gym.env` does not import it.
 
     from evalstop_gym.env.sb3 import EpisodeMetricsCallback, MaskedVecNormalize
     venv = MaskedVecNormalize(make_vec_env("EvalStopCluster-v0", n_envs=2))
@@ -15,6 +15,7 @@ from typing import Any
 from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from tqdm.auto import tqdm
 
 # The paper metrics an episode's last info carries in info["metrics"], logged by default.
 LOGGED_METRICS = ("jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped", "ttfuc")
@@ -52,3 +53,21 @@ class EpisodeMetricsCallback(BaseCallback):
                 if math.isfinite(value):
                     self.logger.record_mean(f"episode/{name}", value)
         return True
+
+
+class ProgressBarCallback(BaseCallback):
+    """A tqdm bar over training steps (SB3's own `progress_bar=True` needs the `rich` package)."""
+
+    def __init__(self, total: int, disable: bool = False) -> None:
+        super().__init__()
+        self.total, self.disable = total, disable
+
+    def _on_training_start(self) -> None:
+        self.bar = tqdm(total=self.total, unit="step", desc="training", disable=self.disable)
+
+    def _on_step(self) -> bool:
+        self.bar.update(self.training_env.num_envs)
+        return True
+
+    def _on_training_end(self) -> None:
+        self.bar.close()

@@ -1,0 +1,245 @@
+"""`evalstop-bench train`: train a stable-baselines3 agent on EvalStopCluster-v0, then score it.
+
+PPO and DQN (control="stop") or PPO and MaskablePPO (either mode; MaskablePPO reads the env's
+`action_masks()`) train on workload seeds >= 10000 and are evaluated on held-out seeds (the
+paper's five) through the same env as heuristic baselines: EvalStop-2 and NoStop over the base
+scheduler. The table of mean episode reward and paper metrics is printed and written, with the
+per-seed rows, as results.csv and results.json beside the model. Needs the `rl` extra.
+
+Command behind the published figures (about 4 minutes on 2 CPU cores, 120k env steps):
+
+    evalstop-bench train --algo ppo --total-timesteps 120000 --out runs/ppo_stop
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+
+import evalstop_gym  # noqa: F401  (registers EvalStopCluster-v0)
+from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
+from evalstop_gym.experiment import PAPER_SEEDS
+
+from .cli import UsageError, parse_overrides
+
+log = logging.getLogger(__name__)
+ALGOS = ("ppo", "dqn", "maskable_ppo")
+CONTROLS = ("stop", "full")
+COLUMNS = ("reward", "jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped",
+           "quality_regret", "ttfuc")
+PRINTED = (("reward", "reward", 1.0), ("JCT", "jct", 1.0), ("wasted%", "wasted_frac", 100.0),
+           ("prec%", "precision", 100.0), ("recall%", "recall", 100.0), ("FPR%", "fpr", 100.0),
+           ("stopped", "n_stopped", 1.0), ("regret", "quality_regret", 1.0),
+           ("TTFUC", "ttfuc", 1.0))
+ENV_ID = "EvalStopCluster-v0"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--algo", choices=ALGOS, default="ppo",
+                   help="learning algorithm (dqn: control=stop only)")
+    p.add_argument("--control", choices=CONTROLS, default="stop",
+                   help="stop: decide stop/continue at each eval; full: stops plus which "
+                        "waiting job starts first")
+    p.add_argument("--config", default="e2",
+                   help="experiment (or platform YAML) whose platform the env runs")
+    p.add_argument("--base-scheduler", default="SRTF-Est",
+                   help="base scheduler that allocates GPUs beside the agent")
+    p.add_argument("--total-timesteps", type=int, default=120_000,
+                   help="env steps of training (one step = one decision point)")
+    p.add_argument("--n-envs", type=int, default=2, help="parallel training envs (DummyVecEnv)")
+    p.add_argument("--seed", type=int, default=10_000,
+                   help="training seed: torch, SB3 and env i's first workload seed (seed + i)")
+    p.add_argument("--eval-seeds", type=int, nargs="+", default=list(PAPER_SEEDS),
+                   help="held-out workload seeds the table is scored on (default: the paper's)")
+    p.add_argument("--baselines", nargs="*", default=["NoStop", "EvalStop-2"],
+                   help="heuristic detectors scored beside the model through the same env")
+    p.add_argument("--max-jobs", type=int, default=64, help="table rows in control=full")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="CPU threads for torch (small MLPs run fastest on one)")
+    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
+                   help="override a config value in training and eval envs (repeatable)")
+    p.add_argument("--out", default="runs/ppo_stop",
+                   help="folder for the model, results.csv and results.json")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    for name in ("total_timesteps", "n_envs", "max_jobs", "torch_threads"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)}: "
+                                f"expected a whole number >= 1")
+    if args.algo == "dqn" and args.control != "stop":
+        raise UsageError("--algo dqn needs --control stop (DQN takes a Discrete action; "
+                            "control=full is MultiDiscrete: use ppo or maskable_ppo)")
+    if any(s < 0 for s in args.eval_seeds):
+        raise UsageError(f"--eval-seeds {args.eval_seeds}: expected whole numbers >= 0")
+
+
+def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kwargs = {"config": args.config, "base_scheduler": args.base_scheduler,
+              "control": args.control, "overrides": parse_overrides(args.overrides)}
+    return {**kwargs, "max_jobs": args.max_jobs} if args.control == "full" else kwargs
+
+
+def make_model(args: argparse.Namespace, venv: Any) -> Any:
+    from stable_baselines3 import DQN, PPO
+
+    common = {"seed": args.seed, "verbose": 0, "device": "cpu", "gamma": 0.99}
+    if args.algo == "dqn":
+        return DQN("MultiInputPolicy", venv, learning_starts=min(5_000, args.total_timesteps // 4),
+                   buffer_size=100_000, exploration_fraction=0.3, target_update_interval=2_000,
+                   train_freq=4, **common)
+    ppo = {"n_steps": min(1024, max(16, args.total_timesteps // args.n_envs)), "n_epochs": 10,
+           "gae_lambda": 0.95, "ent_coef": 0.01, "learning_rate": 3e-4, **common}
+    ppo["batch_size"] = min(256, ppo["n_steps"] * args.n_envs)
+    if args.algo == "maskable_ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO("MultiInputPolicy", venv, **ppo)
+    return PPO("MultiInputPolicy", venv, **ppo)
+
+
+def train(args: argparse.Namespace) -> Any:
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from evalstop_gym.env.sb3 import EpisodeMetricsCallback, ProgressBarCallback
+
+    venv = make_vec_env(ENV_ID, n_envs=args.n_envs, seed=args.seed,
+                        env_kwargs={**env_kwargs(args), "render_mode": None})
+    # Reward scaling only: observations stay raw so the saved model acts on the plain encoding.
+    venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=0.99)
+    model = make_model(args, venv)
+    start = time.perf_counter()
+    model.learn(total_timesteps=args.total_timesteps, callback=[
+        EpisodeMetricsCallback(), ProgressBarCallback(args.total_timesteps, args.no_progress)])
+    log.info("trained %s for %d steps in %.0f s", args.algo, args.total_timesteps,
+             time.perf_counter() - start)
+    return model
+
+
+def episode(env: gym.Env, seed: int, act: Any) -> dict[str, float]:
+    """One deterministic episode: its summed reward and the paper metrics."""
+    obs, info = env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        obs, reward, done, _, info = env.step(act(obs, info))
+        total += float(reward)
+    return {"seed": seed, "reward": total, **info["metrics"]}
+
+
+def model_actor(model: Any, env: gym.Env, masked: bool) -> Any:
+    def act(obs: Any, info: Any) -> Any:
+        masks = {"action_masks": env.unwrapped.action_masks()} if masked else {}
+        return model.predict(obs, deterministic=True, **masks)[0]
+    return act
+
+
+def baseline_actors(args: argparse.Namespace) -> dict[str, tuple[Any, tuple[float, ...]]]:
+    """name -> (act(obs, info), milestones) of each heuristic scored beside the model."""
+    out = {}
+    for name in args.baselines:
+        if args.control == "stop":
+            agent = HeuristicAgent.from_name(name)
+            out[f"{name}+{args.base_scheduler}"] = (agent.act, agent.milestones)
+        elif name == "NoStop":
+            out[f"{name}+{args.base_scheduler}"] = (
+                lambda o, i: np.zeros(args.max_jobs + 1, dtype=np.int64), ())
+        elif name.startswith("EvalStop-"):
+            table = TableEvalStopAgent(args.max_jobs, k_rlhf=int(name.split("-")[1]))
+            out[f"{name}+{args.base_scheduler}"] = (lambda o, i, t=table: t.act(o), ())
+        else:
+            raise UsageError(f"--baselines {name!r}: control=full scores NoStop and "
+                                f"EvalStop-k only")
+    return out
+
+
+def evaluate(args: argparse.Namespace, model: Any) -> dict[str, list[dict[str, float]]]:
+    results = {}
+    env = gym.make(ENV_ID, **env_kwargs(args))
+    actor = model_actor(model, env, args.algo == "maskable_ppo")
+    results[f"{args.algo.upper()} (learned)"] = [episode(env, s, actor) for s in args.eval_seeds]
+    for name, (act, milestones) in baseline_actors(args).items():
+        env = gym.make(ENV_ID, **env_kwargs(args), milestones=milestones)
+        if hasattr(act, "__self__"):
+            act.__self__.reset()
+        results[name] = [episode(env, s, act) for s in args.eval_seeds]
+    return results
+
+
+def table(results: dict[str, list[dict[str, float]]]) -> pd.DataFrame:
+    """Mean over held-out seeds, one row per policy."""
+    frames = [pd.DataFrame(rows).assign(policy=name) for name, rows in results.items()]
+    df = pd.concat(frames, ignore_index=True)
+    return df.groupby("policy", sort=False)[list(COLUMNS)].mean()
+
+
+def terminal_table(summary: pd.DataFrame) -> str:
+    """The mean table with short headings and fractions as percentages (fits 100 columns)."""
+    shown = pd.DataFrame(index=summary.index)
+    for title, column, scale in PRINTED:
+        shown[title] = summary[column] * scale
+    return shown.to_string(float_format=lambda v: f"{v:.1f}")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`path` holds either its old content or all of `text`, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save(args: argparse.Namespace, model: Any, results: dict, summary: pd.DataFrame) -> Path:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{args.algo}_{args.control}.zip"
+    model.save(path)
+    rows = pd.DataFrame([{"policy": k, **r} for k, rs in results.items() for r in rs])
+    write_text_atomic(out / "results.csv", rows.to_csv(index=False))
+    meta = {"args": {k: v for k, v in vars(args).items() if k != "handler"} | {"model": str(path)},
+            "mean": summary.reset_index().to_dict("records")}
+    write_text_atomic(out / "results.json", json.dumps(meta, indent=2, default=str))
+    return path
+
+
+def main(args: argparse.Namespace) -> int:
+    check_args(args)
+    env_kwargs(args)   # a bad --set fails before any training
+    import torch
+
+    # --- seeding: torch and SB3 from --seed; training workloads from the env seeds (--seed + i)
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(args.seed)
+    model = train(args)
+    results = evaluate(args, model)
+    summary = table(results)
+    path = save(args, model, results, summary)
+    print(terminal_table(summary))
+    scorable = args.algo != "maskable_ppo" and args.control == "stop"   # what `model:` loads
+    score = (f"; score it with: evalstop-bench run {args.config} --policy "
+             f"'model:{path}+{args.base_scheduler}'" if scorable else "")
+    print(f"model: {path}{score}")
+    return 0
+
+
+def run_cli(argv: Sequence[str] | None = None) -> int:
+    """`evalstop-bench train ARGS` (the old script entry point calls this)."""
+    from .cli import main as cli_main
+
+    return cli_main(["train", *(argv or [])])

@@ -1,0 +1,56 @@
+"""`evalstop-bench train`: a very short training through the CLI writes the model and the
+evaluation table; every option has help; options that cannot work are one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from evalstop_gym.benchmarks import cli
+
+TINY = ["--total-timesteps", "128", "--n-envs", "1", "--eval-seeds", "1", "2",
+        "--set", "workload.n_jobs=8", "--no-progress"]
+
+
+def test_every_train_option_has_a_help_line():
+    train = cli.build_parser()._subparsers._group_actions[0].choices["train"]
+    options = [a for a in train._actions if a.option_strings and a.dest != "help"]
+    assert len(options) >= 12
+    assert all(a.help and len(a.help) > 10 for a in options), [a.dest for a in options]
+
+
+@pytest.mark.parametrize(("algo", "control"), [("ppo", "stop"), ("maskable_ppo", "full")])
+def test_a_short_training_writes_the_model_and_the_evaluation_table(tmp_path, capsys, algo,
+                                                                    control):
+    out = tmp_path / "run"
+    code = cli.main(["train", "--algo", algo, "--control", control, "--max-jobs", "8",
+                     "--out", str(out), *TINY])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert (out / f"{algo}_{control}.zip").exists()
+    rows = pd.read_csv(out / "results.csv")
+    learned = f"{algo.upper()} (learned)"
+    assert list(dict.fromkeys(rows["policy"])) == [learned, "NoStop+SRTF-Est",
+                                                   "EvalStop-2+SRTF-Est"]
+    assert (rows.groupby("policy")["seed"].apply(sorted).map(tuple) == (1, 2)).all()
+    assert (rows["jct"] > 0).all()
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["args"]["algo"] == algo and meta["args"]["total_timesteps"] == 128
+    table = printed.split("model:")[0].rstrip().splitlines()
+    assert learned in printed and "JCT" in table[0] and "wasted%" in table[0]
+    assert max(len(line) for line in table) <= 100
+
+
+def test_dqn_on_the_full_mode_is_a_one_line_error(capsys):
+    assert cli.main(["train", "--algo", "dqn", "--control", "full", *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--algo dqn needs --control stop" in err and "\n" not in err
+
+
+def test_the_script_is_a_thin_wrapper_over_the_subcommand():
+    out = subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.train_stop_policy",
+                          "--help"], capture_output=True, text=True, check=True).stdout
+    assert "--total-timesteps" in out and "--algo {ppo,dqn,maskable_ppo}" in out
