@@ -317,7 +317,8 @@ class RunMonitor:
             if state.get(key) != value:
                 raise ValueError(f"load_state_dict: {key}={state.get(key)!r} does not match "
                                  f"this monitor's {value!r}")
-        self.max_steps = state.get("max_steps", self.max_steps)
+        if self.max_steps is None:          # a length given to this monitor wins
+            self.max_steps = state.get("max_steps")
         self._clear()
         for step, value, loss in zip(state["steps"], state["values"], state["losses"],
                                      strict=True):
