@@ -1,0 +1,93 @@
+"""Optuna: `EvalStopPruner`, a `BasePruner` over `trial.intermediate_values` and RunMonitor.
+
+    study = optuna.create_study(direction="maximize", pruner=EvalStopPruner("EvalStop-2"))
+
+Each trial's reported values (in step order) go to its own RunMonitor, with the direction of
+`study.direction`; `prune` answers whether the detector has said stop. Steps are the ones passed
+to `trial.report`; pass `max_steps` (the last step your objective reports) so that progress is
+known, which StopAt and MedianPruner need. Detectors that learn across runs (MedianPruner, CUSUM
+and BOCPD with the pooled noise estimate) learn from the study's finished trials, as Optuna's own
+MedianPruner does: completed trials as completed runs, pruned ones as stopped runs. It composes
+like any pruner, e.g. `optuna.pruners.PatientPruner(EvalStopPruner(...), patience=2)`.
+Non-finite reported values are skipped (Optuna accepts them; no detector can judge them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+try:
+    import optuna
+    from optuna.pruners import BasePruner
+    from optuna.study import StudyDirection
+    from optuna.trial import FrozenTrial, TrialState
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("evalstop_gym.integrations.optuna needs optuna: "
+                      "pip install 'evalstop-gym[optuna]'") from exc
+
+from ..online import MonitorGroup, RunMonitor
+from ..sim.protocols import Detector
+
+log = logging.getLogger(__name__)
+
+ENDED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class EvalStopPruner(BasePruner):
+    """Prune a trial once `detector` says its intermediate values have turned for good."""
+
+    def __init__(self, detector: str | Detector = "EvalStop-2", max_steps: int | None = None,
+                 job_type: str = "rlhf") -> None:
+        self.detector, self.max_steps, self.job_type = detector, max_steps, job_type
+        self._group: MonitorGroup | None = None
+        self._monitors: dict[int, RunMonitor] = {}     # trial number -> its monitor
+        self._ended: set[int] = set()
+
+    def prune(self, study: optuna.study.Study, trial: FrozenTrial) -> bool:
+        group = self._group_for(study)
+        if "runs" in getattr(group.detector, "needs", ()):
+            self._learn(study, group)
+        monitor = self._monitor(trial.number, group)
+        self._feed(monitor, trial)
+        return monitor.stopped
+
+    def _group_for(self, study: optuna.study.Study) -> MonitorGroup:
+        mode = "max" if study.direction == StudyDirection.MAXIMIZE else "min"
+        if self._group is None or self._group.mode != mode:
+            self._group = MonitorGroup(self.detector, mode, self.job_type)
+            self._monitors.clear()
+            self._ended.clear()
+        return self._group
+
+    def _monitor(self, number: int, group: MonitorGroup) -> RunMonitor:
+        if number not in self._monitors:
+            self._monitors[number] = group.monitor(self.max_steps)
+        return self._monitors[number]
+
+    @staticmethod
+    def _feed(monitor: RunMonitor, trial: FrozenTrial, decide: bool = True) -> None:
+        """Give the monitor the values reported since it last looked, in step order."""
+        last = monitor.steps[-1] if monitor.steps else -math.inf
+        for step in sorted(s for s in trial.intermediate_values if s > last):
+            value = trial.intermediate_values[step]
+            if not math.isfinite(value):
+                log.warning("EvalStopPruner: trial %d reported %s at step %d; skipped",
+                            trial.number, value, step)
+                continue
+            if decide:
+                monitor.update(step, value)
+            else:
+                monitor.record(step, value)
+
+    def _learn(self, study: optuna.study.Study, group: MonitorGroup) -> None:
+        """Report every finished trial not yet reported to the group, in trial order."""
+        for done in study.get_trials(deepcopy=False, states=ENDED):
+            if done.number in self._ended or not done.intermediate_values:
+                continue
+            monitor = self._monitor(done.number, group)
+            self._feed(monitor, done, decide=False)
+            self._ended.add(done.number)
+            if monitor.steps:
+                group.end_run(monitor, completed=done.state == TrialState.COMPLETE)
+            del self._monitors[done.number]
