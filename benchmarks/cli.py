@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("evalstop_gym.benchmarks.report", "run what is missing, then regenerate REPRODUCTION.md"),
     "perf": ("evalstop_gym.benchmarks.perf", "simulator performance benchmark"),
     "replay": ("evalstop_gym.benchmarks.replay", "replay a real trace or training log"),
+    "corpus": ("evalstop_gym.benchmarks.corpus.build", "build the real-curve corpus"),
     "train": ("evalstop_gym.benchmarks.train", "train an SB3 agent on the env and score it"),
 }
 USER_ERRORS = (ConfigError, PolicyNameError, BackendError)

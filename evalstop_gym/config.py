@@ -151,8 +151,19 @@ class Curves:
     rlhf_healthy: SaturatingCurve = field(default_factory=lambda: SaturatingCurve(
         time_constant=(1.0, 3.0)))
     rlhf_hacking: HackingCurve = field(default_factory=HackingCurve)
+    source: str = _f("synthetic", doc="synthetic (the formula curves above) or corpus (real "
+                     "training curves shipped with the package, evalstop_gym.traces.corpus: "
+                     "labels and true peaks from each run's test curve)")
+    corpus_lora: str = _f("supervised", doc="corpus family of LoRA jobs: supervised or reward")
+    corpus_dpo: str = _f("supervised", doc="corpus family of DPO jobs: supervised or reward")
+    corpus_rlhf: str = _f("reward", doc="corpus family of RLHF jobs: supervised or reward")
+    corpus_noise: str = _f("recorded", doc="recorded (a corpus run's evals as logged) or added "
+                           "(plus the noise section's draw)")
 
 
+CURVE_SOURCES = ("synthetic", "corpus")
+CORPUS_FAMILIES = ("supervised", "reward")
+CORPUS_NOISE = ("recorded", "added")
 NOISE_MODELS = ("gaussian", "student_t", "ar1")
 
 
@@ -387,6 +398,13 @@ def _check_object(obj: Any, path: str) -> None:
         if total != obj.gpus:
             raise ConfigError(f"{path or 'cluster'}.gpus: {obj.gpus} must equal the total of "
                               f"{path or 'cluster'}.kinds ({total})")
+    if isinstance(obj, Curves):
+        for name, allowed in (("source", CURVE_SOURCES), ("corpus_lora", CORPUS_FAMILIES),
+                              ("corpus_dpo", CORPUS_FAMILIES), ("corpus_rlhf", CORPUS_FAMILIES),
+                              ("corpus_noise", CORPUS_NOISE)):
+            if getattr(obj, name) not in allowed:
+                raise ConfigError(f"{path or 'curves'}.{name}: {getattr(obj, name)!r} is not "
+                                  f"one of {', '.join(allowed)}")
     if isinstance(obj, NoiseConfig) and obj.model not in NOISE_MODELS:
         raise ConfigError(f"{path or 'noise'}.model: {obj.model!r} is not one of "
                           f"{', '.join(NOISE_MODELS)}")

@@ -72,6 +72,10 @@ def generate_workload(config: SimConfig, seed: int) -> list[Job]:
         gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
         specs.append(JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
                              bool(job_type == "rlhf" and hacking[i])))
+    if config.curves.source == "corpus":   # real training curves (imported only when used)
+        from ..traces.corpus import corpus_jobs
+
+        return corpus_jobs(config, specs, points, noise, curves_rng)
     return make_jobs(config, specs, points, noise, curves_rng)
 
 

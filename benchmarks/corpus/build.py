@@ -1,0 +1,123 @@
+"""`evalstop-bench corpus build`: train every corpus run and write the shipped data files.
+
+Each family's generator (`supervised`, `reward_hacking`) lists its runs' settings and trains one
+run from its settings alone; this command runs them all (a progress bar; about two minutes on
+one core), writes one CSV per family in the replay format and `provenance.json` (every run's
+settings, the library versions, the label of each run from its test curve, and the Gao fit of
+the hacking reward runs) into `--out` (default: the package's `traces/data/corpus`), each file
+atomically. `--only FAMILY` rebuilds one family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+import os
+import platform
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from evalstop_gym.traces.corpus import FAMILIES, corpus_file, read_runs
+
+from . import reward_hacking, supervised
+
+log = logging.getLogger(__name__)
+
+GENERATORS: dict[str, Any] = {"supervised": supervised, "reward": reward_hacking}
+COLUMNS = {
+    "supervised": ("job_id", "step", "eval_score", "loss", "test_score", "val_loss", "test_loss",
+                   "family", "max_steps"),
+    "reward": ("job_id", "step", "eval_score", "loss", "test_score", "proxy_reward", "kl",
+               "family", "max_steps"),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["build"], help="build: train every run, write the files")
+    p.add_argument("--out", type=Path, default=None,
+                   help="folder to write to (default: the package's traces/data/corpus)")
+    p.add_argument("--only", choices=FAMILIES, default=None, help="rebuild one family only")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temp file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)   # mkstemp makes it private; data files are for everyone
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """Rows as CSV text; floats by `repr`, so they read back bit for bit."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([repr(row[c]) if isinstance(row[c], float) else row[c] for c in columns])
+    return buf.getvalue()
+
+
+def train_family(family: str, progress: Callable[[], None]) -> list[dict[str, Any]]:
+    """Every run of a family, trained in order; the rows of all runs."""
+    gen = GENERATORS[family]
+    rows: list[dict[str, Any]] = []
+    for run in gen.run_settings():
+        rows += gen.train_run(run)
+        progress()
+    return rows
+
+
+def provenance(families: Sequence[str], out: Path) -> dict[str, Any]:
+    """Settings, versions, labels and the Gao fit, for the provenance file."""
+    import numpy
+    import sklearn
+    import torch
+
+    from .gao_fit import fit_hacking_runs
+
+    doc: dict[str, Any] = {
+        "command": "evalstop-bench corpus build",
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "numpy": numpy.__version__, "scikit-learn": sklearn.__version__},
+        "machine": platform.machine(), "families": {}}
+    for family in families:
+        gen = GENERATORS[family]
+        runs = read_runs(out / corpus_file(family).name)
+        doc["families"][family] = {
+            "generator": gen.__name__, "n_evals": gen.N_EVALS,
+            "settings": [s._asdict() for s in gen.run_settings()],
+            "labels": {r.run_id: {"declines": bool(r.declines), "peak_progress": r.peak_progress,
+                                  "drop": r.drop} for r in runs}}
+        if family == "reward":
+            doc["families"][family]["gao_fit"] = fit_hacking_runs(runs, out / "reward.csv")
+    return doc
+
+
+def main(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    out = args.out or corpus_file("supervised").parent
+    families = [args.only] if args.only else list(FAMILIES)
+    total = sum(len(GENERATORS[f].run_settings()) for f in families)
+    with tqdm(total=total, desc="corpus runs", unit="run") as bar:
+        for family in families:
+            rows = train_family(family, lambda: bar.update(1))
+            write_atomic(out / corpus_file(family).name, to_csv(rows, COLUMNS[family]))
+    old = out / "provenance.json"
+    doc = json.loads(old.read_text()) if old.exists() and args.only else {"families": {}}
+    new = provenance(families, out)
+    new["families"] = {**doc.get("families", {}), **new["families"]}
+    write_atomic(old, json.dumps(new, indent=1) + "\n")
+    log.info("corpus written to %s", out)
+    return 0
