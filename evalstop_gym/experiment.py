@@ -15,11 +15,13 @@ is compared with. `extra_references` names further comparisons (E6: against the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import config as cfg
 from .config import CONFIG_DIR, ConfigError, SimConfig, load_sim_config, read_yaml
 
 EXPERIMENT_KEYS = {"name", "title", "platform", "overrides", "seeds", "reference", "cells",
@@ -77,9 +79,10 @@ class Experiment:
             overrides[cell.param] = cell.value
         return self.config.with_overrides(overrides) if overrides else self.config
 
-    def is_reference(self, cell: Cell) -> bool:
-        return bool(self.reference) and all(
-            getattr(cell, k) == v for k, v in self.reference.items())
+    def is_reference(self, cell: Cell, reference: Mapping[str, Any] | None = None) -> bool:
+        """Whether `cell` is the reference (or the given one): every field it names matches."""
+        ref = self.reference if reference is None else reference
+        return bool(ref) and all(getattr(cell, k) == v for k, v in ref.items())
 
     def with_policies(self, specs: Sequence[str]) -> Experiment:
         """Extra cells, e.g. a saved model 'model:ppo.zip+SRTF-Est', at every sweep point."""
@@ -104,9 +107,19 @@ class Experiment:
         return replace(self, config=self.config.with_overrides(overrides)).checked()
 
     def checked(self) -> Experiment:
-        """Itself, once every cell's config has been built (bad overrides fail before a run)."""
-        for cell in self.cells:
-            self.cell_config(cell)
+        """Itself, once every cell is distinct and its config builds and is feasible (bad
+        overrides fail before a run)."""
+        seen: dict[str, int] = {}
+        for i, cell in enumerate(self.cells):
+            if cell.key in seen:
+                raise ConfigError(f"{self.name}: cells[{seen[cell.key]}] and cells[{i}] are the "
+                                  f"same cell {cell.key!r} (each would overwrite the other's "
+                                  f"runs); remove one or give it a label")
+            seen[cell.key] = i
+            try:
+                cfg.check_feasible(self.cell_config(cell))
+            except ConfigError as exc:
+                raise ConfigError(f"{self.name}: cell {cell.key}: {exc}") from None
         return self
 
 
@@ -132,29 +145,76 @@ def load_experiment(name: str | Path) -> Experiment:
         known = ", ".join(list_experiments())
         raise ConfigError(f"experiment {str(name)!r}: no file {path}; known: {known}")
     data = read_yaml(path)
-    unknown = sorted(set(data) - EXPERIMENT_KEYS)
+    where = path.name
+    unknown = sorted(set(data) - EXPERIMENT_KEYS, key=str)
     if unknown:
-        raise ConfigError(f"{path.name}: unknown key(s) {', '.join(unknown)}; allowed: "
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: "
                           f"{', '.join(sorted(EXPERIMENT_KEYS))}")
-    platform = path.parent / data.get("platform", "defaults.yaml")
-    config = load_sim_config(platform, data.get("overrides") or {})
-    exp = Experiment(name=str(data.get("name", path.stem)), title=str(data.get("title", "")),
-                     config=config, seeds=_seeds(path.name, data.get("seeds")),
-                     cells=tuple(_cells(path.name, data)),
-                     reference=_reference(path.name, "reference", data.get("reference")),
-                     extra_references={k: _reference(path.name, f"extra_references.{k}", v)
-                                       for k, v in (data.get("extra_references") or {}).items()},
+    for key in ("title", "description"):
+        _text(where, key, data.get(key, ""))
+    platform = path.parent / _text(where, "platform", data.get("platform", "defaults.yaml"))
+    overrides = _mapping(where, "overrides", data.get("overrides"))
+    try:
+        config = load_sim_config(platform, overrides)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    extra = _mapping(where, "extra_references", data.get("extra_references"))
+    exp = Experiment(name=_folder_name(where, data.get("name", path.stem)),
+                     title=data.get("title", ""), config=config,
+                     seeds=_seeds(where, data.get("seeds")), cells=tuple(_cells(where, data)),
+                     reference=_reference(where, "reference", data.get("reference")),
+                     extra_references={k: _reference(where, f"extra_references.{k}", v)
+                                       for k, v in extra.items()},
                      is_sweep=bool(data.get("sweep")))
+    named = {"reference": exp.reference,
+             **{f"extra_references.{k}": v for k, v in exp.extra_references.items()}}
+    for label, ref in named.items():
+        if ref and not any(exp.is_reference(c, ref) for c in exp.cells):
+            raise ConfigError(f"{where}: {label}: {ref!r} matches no cell; its fields must "
+                              f"equal those of one of the cells")
     return exp.checked()
+
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=-]*")
+
+
+def _folder_name(where: str, raw: Any) -> str:
+    """The experiment's name, which is its output folder under --out: one plain path part."""
+    if not isinstance(raw, str) or not SAFE_NAME.fullmatch(raw) or ".." in raw:
+        raise ConfigError(f"{where}: name: {raw!r} is not a plain folder name (letters, digits "
+                          f"and _ . + = -, no '..'); it names the output folder under --out")
+    return raw
+
+
+def _text(where: str, key: str, raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.isprintable():
+        raise ConfigError(f"{where}: {key}: expected printable text, got {raw!r}")
+    return raw
+
+
+def _mapping(where: str, key: str, raw: Any) -> dict[str, Any]:
+    """A mapping with text keys (None: empty)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+        raise ConfigError(f"{where}: {key}: expected a mapping with text keys, got {raw!r}")
+    return dict(raw)
+
+
+def _scalar_value(where: str, key: str, raw: Any) -> Any:
+    if raw is not None and not isinstance(raw, (str, int, float)):
+        raise ConfigError(f"{where}: {key}: expected a number, text or nothing, got {raw!r}")
+    return raw
 
 
 def _seeds(where: str, raw: Any) -> tuple[int, ...]:
     if raw is None:
         return PAPER_SEEDS
     if not isinstance(raw, list) or not raw or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw):
-        raise ConfigError(f"{where}: seeds: expected a non-empty list of whole numbers >= 0, "
-                          f"got {raw!r}")
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw) \
+            or len(set(raw)) != len(raw):
+        raise ConfigError(f"{where}: seeds: expected a non-empty list of distinct whole numbers "
+                          f">= 0, got {raw!r}")
     return tuple(raw)
 
 
@@ -164,46 +224,56 @@ def _reference(where: str, name: str, raw: Any) -> dict[str, Any]:
     if not isinstance(raw, Mapping) or set(raw) - REFERENCE_KEYS:
         raise ConfigError(f"{where}: {name}: expected a mapping with keys among "
                           f"{', '.join(sorted(REFERENCE_KEYS))}, got {raw!r}")
-    return dict(raw)
+    return {k: _scalar_value(where, f"{name}.{k}", v) for k, v in raw.items()}
 
 
 def _cells(where: str, data: Mapping[str, Any]) -> list[Cell]:
     raw = data.get("cells")
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{where}: cells: expected a non-empty list")
-    cells = []
-    for i, item in enumerate(raw):
-        unknown = sorted(set(item) - CELL_KEYS)
-        if unknown:
-            raise ConfigError(f"{where}: cells[{i}]: unknown key(s) {', '.join(unknown)}; "
-                              f"allowed: {', '.join(sorted(CELL_KEYS))}")
-        if "base" not in item:
-            raise ConfigError(f"{where}: cells[{i}]: missing 'base'")
-        cells.append(Cell(base=item["base"], detector=item.get("detector", "none"),
-                          label=item.get("label", ""), overrides=item.get("overrides") or {},
-                          param=item.get("param", ""), value=item.get("value"),
-                          sets_config=False))
+    cells = [_cell(where, f"cells[{i}]", item) for i, item in enumerate(raw)]
     sweep = data.get("sweep")
-    return _swept(where, cells, sweep) if sweep else cells
+    return _swept(where, cells, sweep) if sweep is not None else cells
 
 
-def _swept(where: str, cells: list[Cell], sweep: Mapping[str, Any]) -> list[Cell]:
+def _cell(where: str, name: str, item: Any) -> Cell:
+    if not isinstance(item, Mapping):
+        raise ConfigError(f"{where}: {name}: expected a mapping with at least 'base', "
+                          f"got {item!r}")
+    unknown = sorted(set(item) - CELL_KEYS, key=str)
+    if unknown:
+        raise ConfigError(f"{where}: {name}: unknown key(s) {', '.join(map(str, unknown))}; "
+                          f"allowed: {', '.join(sorted(CELL_KEYS))}")
+    if "base" not in item:
+        raise ConfigError(f"{where}: {name}: missing 'base'")
+    text = {k: _text(where, f"{name}.{k}", item.get(k, d))
+            for k, d in (("base", ""), ("detector", "none"), ("label", ""), ("param", ""))}
+    return Cell(**text, overrides=_mapping(where, f"{name}.overrides", item.get("overrides")),
+                value=_scalar_value(where, f"{name}.value", item.get("value")),
+                sets_config=False)
+
+
+def _swept(where: str, cells: list[Cell], sweep: Any) -> list[Cell]:
     """Every cell at every sweep value, value-major (the order tables and figures use)."""
-    if not {"param", "values"} <= set(sweep) or set(sweep) - SWEEP_KEYS:
-        raise ConfigError(f"{where}: sweep: expected 'param', 'values' and optionally "
-                          f"'overrides' (one mapping per value)")
-    values, per_value = list(sweep["values"]), sweep.get("overrides")
+    if not isinstance(sweep, Mapping) or not {"param", "values"} <= set(sweep) \
+            or set(sweep) - SWEEP_KEYS:
+        raise ConfigError(f"{where}: sweep: expected a mapping with 'param', 'values' and "
+                          f"optionally 'overrides' (one mapping per value)")
+    param = _text(where, "sweep.param", sweep["param"])
+    values = sweep["values"]
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{where}: sweep.values: expected a non-empty list, got {values!r}")
+    values = [_scalar_value(where, f"sweep.values[{i}]", v) for i, v in enumerate(values)]
+    per_value = sweep.get("overrides")
     if per_value is not None and (not isinstance(per_value, list)
                                   or len(per_value) != len(values)):
         raise ConfigError(f"{where}: sweep.overrides: expected a list of {len(values)} "
                           f"mappings, one per value")
-    out = []
-    for i, v in enumerate(values):
-        extra = per_value[i] if per_value else {}
-        for c in cells:
-            out.append(Cell(c.base, c.detector, c.label, {**c.overrides, **extra},
-                            sweep["param"], v, sets_config=per_value is None))
-    return out
+    extras = [_mapping(where, f"sweep.overrides[{i}]", o)
+              for i, o in enumerate(per_value or [{}] * len(values))]
+    return [Cell(c.base, c.detector, c.label, {**c.overrides, **extra}, param, v,
+                 sets_config=per_value is None)
+            for v, extra in zip(values, extras, strict=True) for c in cells]
 
 
 def platform_config(config: str | Path | SimConfig) -> SimConfig:

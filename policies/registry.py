@@ -6,6 +6,7 @@ A detector name is a registered prefix followed by dash-separated numeric parame
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from evalstop_gym.experiment import split_policy
@@ -78,6 +79,9 @@ def make_detector(name: str) -> Detector | None:
         except (OSError, ImportError) as exc:
             raise PolicyNameError(f"detector {name!r}: {exc}") from None
     prefix, *args = name.split("-")
+    bad = [a for a in args if not _finite_or_word(a)]
+    if bad:
+        raise PolicyNameError(f"detector {name!r}: parameter {bad[0]!r} must be a finite number")
     if prefix not in DETECTORS:
         raise PolicyNameError(f"detector {name!r} is unknown; known prefixes: "
                               f"{', '.join(DETECTORS)} (or 'none')")
@@ -85,6 +89,14 @@ def make_detector(name: str) -> Detector | None:
         return DETECTORS[prefix](args)
     except (ValueError, IndexError) as exc:
         raise PolicyNameError(f"detector {name!r}: {exc}") from None
+
+
+def _finite_or_word(arg: str) -> bool:
+    """False for a parameter that reads as NaN or infinity (float() accepts 'nan', 'inf')."""
+    try:
+        return math.isfinite(float(arg))
+    except ValueError:
+        return True   # a word such as 'best': the factory judges it
 
 
 def make_policy(base: str, detector: str = "none") -> Policy:
