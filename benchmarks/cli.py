@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from evalstop_gym.config import ConfigError
+from evalstop_gym.config import ConfigError, parse_yaml
 from evalstop_gym.experiment import list_experiments, load_experiment
 from evalstop_gym.sim.native import ENGINES
 from evalstop_gym.policies import PolicyNameError
 
+from .durable import OutputError, out_lock
 from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
 from .runner import BACKENDS, BackendError
 
@@ -37,7 +36,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "corpus": ("evalstop_gym.benchmarks.corpus.build", "build the real-curve corpus"),
     "train": ("evalstop_gym.benchmarks.train", "train an SB3 agent on the env and score it"),
 }
-USER_ERRORS = (ConfigError, PolicyNameError, BackendError)
+USER_ERRORS = (ConfigError, PolicyNameError, BackendError, OutputError)
 
 
 class UsageError(ValueError):
@@ -51,7 +50,7 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. workload.n_jobs=20")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = parse_yaml(value, f"--set {item!r}")
     return out
 
 
@@ -104,13 +103,14 @@ def main_run(args: argparse.Namespace) -> int:
     exps = [variant(prepare(name, overrides, args.policies), overrides)   # --set: own folder
             for name in resolve(args.experiments)]
     start = time.perf_counter()
-    for exp in exps:
-        done = run_experiment(exp, Path(args.out), args.seeds, args.workers, args.backend,
-                              args.scheduler_address)
-        print(done.terminal())   # all columns: table.md, summary.csv
-        print(f"{exp.name}: {len(done.sweep.runs)} runs ({done.sweep.n_ran} new) in "
-              f"{done.sweep.wall_s:.1f} s -> {done.directory}\n")
-    collate_out(Path(args.out))
+    with out_lock(Path(args.out)) as out:   # a second sweep on the same --out waits for this one
+        for exp in exps:
+            done = run_experiment(exp, out, args.seeds, args.workers, args.backend,
+                                  args.scheduler_address)
+            print(done.terminal())   # all columns: table.md, summary.csv
+            print(f"{exp.name}: {len(done.sweep.runs)} runs ({done.sweep.n_ran} new) in "
+                  f"{done.sweep.wall_s:.1f} s -> {done.directory}\n")
+        collate_out(out)
     print(f"wall time: {time.perf_counter() - start:.1f} s for {len(exps)} experiment(s)")
     return 0
 

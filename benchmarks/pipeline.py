@@ -23,6 +23,7 @@ from evalstop_gym.policies import make_policy
 
 from evalstop_gym.experiment import Experiment, load_experiment
 
+from . import durable
 from .runner import SweepResult, run_sweep
 from .stats import summary_table
 from .tables import experiment_markdown, terminal_table
@@ -101,24 +102,25 @@ def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:
     """runs.csv, jobs.csv, summary.csv, table.md and the experiment's figures; returns the table."""
     from .figures import experiment_figures
 
-    directory.mkdir(parents=True, exist_ok=True)
-    result.runs.to_csv(directory / "runs.csv", index=False)
-    result.jobs.to_csv(directory / "jobs.csv", index=False)
-    result.timing.to_csv(directory / "timing.csv", index=False)
-    summary_table(result.runs, references(exp), exp.is_sweep).to_csv(
-        directory / "summary.csv", index=False)
+    durable.write_csv(result.runs, directory / "runs.csv")   # each file atomically
+    durable.write_csv(result.jobs, directory / "jobs.csv")
+    durable.write_csv(result.timing, directory / "timing.csv")
+    durable.write_csv(summary_table(result.runs, references(exp), exp.is_sweep),
+                      directory / "summary.csv")
     md = experiment_markdown(exp.title or exp.name, result.runs, exp.reference, exp.is_sweep)
-    (directory / "table.md").write_text(md)
-    experiment_figures(exp.name, result.runs, directory, exp.config)
+    durable.write_text(directory / "table.md", md)
+    with durable.staged_folder(directory) as stage:   # figures are written by name
+        experiment_figures(exp.name, result.runs, stage, exp.config)
     return md
 
 
 def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = None,
                    workers: int = 1, backend: str = "loky",
                    address: str | None = None) -> ExperimentOutput:
-    result = run_sweep(exp, out, seeds, workers, backend, address)
-    directory = Path(out) / exp.name
-    md = write_outputs(exp, result, directory)
+    with durable.out_lock(out):
+        result = run_sweep(exp, out, seeds, workers, backend, address)
+        directory = Path(out) / exp.name
+        md = write_outputs(exp, result, directory)
     log.info("%s: %d runs (%d new) in %.1f s", exp.name, len(result.runs), result.n_ran,
              result.wall_s)
     return ExperimentOutput(exp, result, md, directory)
@@ -126,11 +128,11 @@ def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = Non
 
 def collate_out(out: Path) -> None:
     """OUT/{runs,jobs,summary}.csv and OUT/table.md over every experiment directory in OUT."""
-    out = Path(out)
-    dirs = sorted(d for d in out.iterdir() if (d / "runs.csv").exists())
-    for name in OUTPUT_FILES:
-        frames = [pd.read_csv(d / name) for d in dirs if (d / name).exists()]
-        if frames:
-            pd.concat(frames, ignore_index=True).to_csv(out / name, index=False)
-    tables = [(d / "table.md").read_text() for d in dirs if (d / "table.md").exists()]
-    (out / "table.md").write_text("\n".join(tables))
+    with durable.out_lock(out) as out:
+        dirs = sorted(d for d in out.iterdir() if (d / "runs.csv").exists())
+        for name in OUTPUT_FILES:
+            frames = [pd.read_csv(d / name) for d in dirs if (d / name).exists()]
+            if frames:
+                durable.write_csv(pd.concat(frames, ignore_index=True), out / name)
+        tables = [(d / "table.md").read_text() for d in dirs if (d / "table.md").exists()]
+        durable.write_text(out / "table.md", "\n".join(tables))

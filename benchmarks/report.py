@@ -11,7 +11,6 @@ import datetime
 import logging
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pandas as pd
 from evalstop_gym.config import CONFIG_DIR, ConfigError
 from evalstop_gym.experiment import list_experiments
 
+from . import durable
 from .claims import FIT, VERDICTS, Row
 from .learned_report import learned_section
 from .paper_claims import CLAIMS
@@ -80,7 +80,7 @@ def copy_figures(out: Path, dest: Path) -> list[str]:
     lines = []
     (dest / "figures").mkdir(parents=True, exist_ok=True)
     for png in sorted(out.glob("*/fig*.png"), key=lambda p: p.name):
-        shutil.copyfile(png, dest / "figures" / png.name)
+        durable.copy_file(png, dest / "figures" / png.name)
         lines.append(f"![{png.stem}](figures/{png.name})")
     return lines
 
@@ -176,7 +176,7 @@ def main(args: argparse.Namespace) -> int:
     figures = copy_figures(out, Path(args.reproduction).resolve().parent)
     text = render(runs, out, sweep_s, total_cpu_seconds(out, names), "evalstop-bench report",
                   learned_section(learned_dirs), figures)
-    Path(args.reproduction).write_text(text)
+    durable.write_text(Path(args.reproduction), text)
     print(f"wrote {args.reproduction} ({sweep_s:.1f} s)")
     if args.beyond:  # BEYOND.md (and its figures/) go beside REPRODUCTION.md
         path = run_beyond(out, overrides, args, Path(args.reproduction).resolve().parent)

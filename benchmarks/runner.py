@@ -19,8 +19,6 @@ import importlib
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -38,11 +36,14 @@ from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.simulate import simulate
 from evalstop_gym.policies import make_policy
 
+from . import durable
+
 log = logging.getLogger(__name__)
 
 ID_COLUMNS = ("experiment", "cell", "label", "policy", "base", "detector", "param", "value",
               "seed")
 BACKENDS = ("loky", "dask", "ray")
+CONNECT_S = 10   # seconds to reach a --scheduler-address before giving up
 INSTALL = {"dask": "pip install 'evalstop-gym[dask]'", "ray": "pip install 'evalstop-gym[ray]'"}
 
 
@@ -125,16 +126,15 @@ def _json_default(obj: Any) -> Any:
 
 def write_atomic(path: Path, payload: dict[str, Any]) -> None:
     """Write JSON so that `path` is either absent or complete, never partial."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, default=_json_default)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    durable.write_json(path, payload, default=_json_default)
+
+
+def run_and_save(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    """`run_one`, its file written by the worker the moment the run ends, so a Ctrl-C in the
+    parent loses no finished run (joblib drops results it has not yet handed over)."""
+    payload = run_one(spec)
+    write_atomic(run_dir / spec.filename, payload)
+    return {**payload, "saved": True}
 
 
 def read_run(path: Path) -> dict[str, Any] | None:
@@ -171,7 +171,8 @@ def backend_context(backend: str, workers: int, address: str | None) -> Iterator
 
         with contextlib.ExitStack() as stack:
             if address:
-                client = stack.enter_context(Client(address))
+                client = stack.enter_context(_reach(lambda: Client(address, timeout=CONNECT_S),
+                                                    backend, address))
             else:
                 cluster = stack.enter_context(LocalCluster(
                     n_workers=workers, processes=True, threads_per_worker=1,
@@ -186,14 +187,24 @@ def backend_context(backend: str, workers: int, address: str | None) -> Iterator
 
         started = not ray.is_initialized()
         if started:
-            ray.init(address=address, num_cpus=None if address else workers,
-                     include_dashboard=False, log_to_driver=False)
+            _reach(lambda: ray.init(address=address, num_cpus=None if address else workers,
+                                    include_dashboard=False, log_to_driver=False),
+                   backend, address)
         try:
             yield -1
         finally:
             if started:
                 ray.shutdown()
         return
+
+
+def _reach(connect: Any, backend: str, address: str | None) -> Any:
+    """`connect()`, with a cluster that cannot be reached reported as a BackendError."""
+    try:
+        return connect()
+    except (OSError, TimeoutError) as exc:   # ConnectionError is an OSError
+        raise BackendError(f"{backend} cluster at {address}: cannot connect within "
+                           f"{CONNECT_S} s ({' '.join(str(exc).split())})") from None
 
 
 def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: str = "loky",
@@ -203,20 +214,23 @@ def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: s
         return
     with backend_context(backend, workers, address) as n_jobs:
         expected = {s.filename: s.digest for s in todo}
-        results = _as_finished(todo, backend, n_jobs)
+        results = _as_finished(todo, backend, n_jobs, None if address else run_dir)
         for payload in tqdm(results, total=len(todo), desc=desc, unit="run"):
             row = payload["row"]
             name = f"{row['cell']}__seed{row['seed']}.json"
             if expected.get(name) != payload["digest"]:  # pragma: no cover - defensive
                 raise RuntimeError(f"unexpected run result {name}")
-            write_atomic(run_dir / name, payload)
+            if not payload.pop("saved", False):
+                write_atomic(run_dir / name, payload)
 
 
-def _as_finished(todo: Sequence[RunSpec], backend: str, n_jobs: int) -> Iterator[dict]:
+def _as_finished(todo: Sequence[RunSpec], backend: str, n_jobs: int,
+                 local_dir: Path | None = None) -> Iterator[dict]:
     """Each run's payload as soon as it finishes, in any order, so it can be saved at once.
 
     joblib's ray backend returns nothing before every run is done, so ray runs as plain ray
-    tasks collected with `ray.wait`; loky and dask go through joblib."""
+    tasks collected with `ray.wait`; loky and dask go through joblib. With `local_dir` (workers
+    on this machine) each worker saves its own run file (`run_and_save`)."""
     if backend == "ray":
         import ray
 
@@ -226,7 +240,8 @@ def _as_finished(todo: Sequence[RunSpec], backend: str, n_jobs: int) -> Iterator
             done, pending = ray.wait(pending, num_returns=1)
             yield ray.get(done[0])
         return
-    tasks = (joblib.delayed(run_one)(spec) for spec in todo)
+    tasks = (joblib.delayed(run_and_save)(spec, local_dir) if local_dir is not None
+             else joblib.delayed(run_one)(spec) for spec in todo)
     yield from joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks)
 
 
@@ -252,12 +267,11 @@ def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, wo
     start = time.perf_counter()
     todo = specs(exp, seeds)
     run_dir = Path(out) / exp.name / "runs"
-    for stale in run_dir.glob(".tmp-*"):  # left by a sweep killed mid-write (SIGKILL)
-        stale.unlink(missing_ok=True)
-    pending = missing(todo, run_dir)
-    log.info("%s: %d runs, %d to do", exp.name, len(todo), len(pending))
-    execute(pending, run_dir, workers, backend, address, desc=exp.name)
-    runs, jobs, timing = collate(todo, run_dir)
+    with durable.out_lock(out):  # one sweep per OUT; removes temp files a killed one left
+        pending = missing(todo, run_dir)
+        log.info("%s: %d runs, %d to do", exp.name, len(todo), len(pending))
+        execute(pending, run_dir, workers, backend, address, desc=exp.name)
+        runs, jobs, timing = collate(todo, run_dir)
     return SweepResult(runs, jobs, timing, len(pending), time.perf_counter() - start)
 
 

@@ -1,0 +1,151 @@
+"""Durable outputs: atomic files, one sweep at a time per --out, nothing truncated after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from evalstop_gym.benchmarks import cli, durable, runner
+from evalstop_gym.benchmarks.durable import OutputError, out_lock
+
+from evalstop_gym.config import CONFIG_DIR
+from evalstop_gym.experiment import load_experiment
+
+EXPERIMENT = """
+name: durable
+title: durable outputs
+platform: {defaults}
+overrides: {{workload.n_jobs: {n_jobs}, cluster.gpus: 32}}
+seeds: [1, 2, 3, 4, 5, 6]
+reference: {{base: SRTF-Est, detector: none}}
+cells:
+  - {{base: SRTF-Est, detector: none}}
+  - {{base: SRTF-Est, detector: EvalStop-2}}
+"""
+OUTPUTS = ("runs.csv", "jobs.csv", "summary.csv", "timing.csv", "table.md")
+
+
+def experiment(tmp_path: Path, n_jobs: int) -> str:
+    path = tmp_path / "durable.yaml"
+    path.write_text(EXPERIMENT.format(defaults=CONFIG_DIR / "defaults.yaml", n_jobs=n_jobs))
+    return str(path)
+
+
+def cli_process(exp: str, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run", exp,
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def temp_files(out: Path) -> list[Path]:
+    return sorted(out.rglob(f"{durable.TMP_PREFIX}*"))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[str, Path]:
+    """The experiment (12 runs of 800 jobs, about 6 s) and an uninterrupted sweep's --out."""
+    root = tmp_path_factory.mktemp("durable")
+    exp = experiment(root, 800)
+    assert cli.main(["run", exp, "--out", str(root / "reference")]) == 0
+    return exp, root / "reference"
+
+
+def test_atomic_writes_leave_the_old_file_or_the_new_one(tmp_path):
+    target = tmp_path / "a" / "table.md"
+    durable.write_text(target, "old")
+    with pytest.raises(KeyboardInterrupt), durable.atomic_path(target) as tmp:
+        tmp.write_text("half of the new")
+        raise KeyboardInterrupt
+    assert target.read_text() == "old" and not temp_files(tmp_path)
+    durable.write_csv(pd.DataFrame({"x": [1, 2]}), target.with_name("t.csv"))
+    assert pd.read_csv(target.with_name("t.csv"))["x"].tolist() == [1, 2]
+
+
+def test_a_second_process_waits_or_refuses_and_stale_files_go_only_under_the_lock(tmp_path):
+    out = tmp_path / "out"
+    stale = out / "e" / "runs" / ".tmp-left.part.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from evalstop_gym.benchmarks.durable import "
+         "out_lock\nwith out_lock(sys.argv[1]):\n print('held', flush=True); time.sleep(30)",
+         str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"   # it removed the stale file
+        assert not stale.exists()
+        stale.write_text("{")                                # as if its own write were under way
+        with pytest.raises(OutputError, match="another sweep is writing to this folder"):
+            with out_lock(out, wait=False):
+                pass
+        assert stale.exists(), "a sweep without the lock must not touch temp files"
+    finally:
+        holder.kill()
+        holder.wait()
+    with out_lock(out, wait=False):
+        assert not stale.exists()
+        with out_lock(out, wait=False):   # re-entrant in one process
+            pass
+
+
+def test_the_worker_saves_its_run_before_handing_it_over(tmp_path):
+    """So a Ctrl-C in the parent, which discards results joblib still holds, loses no run."""
+    exp = load_experiment(experiment(tmp_path, 10))
+    spec = runner.specs(exp)[0]
+    payload = runner.run_and_save(spec, tmp_path / "runs")
+    saved = json.loads((tmp_path / "runs" / spec.filename).read_text())
+    assert payload.pop("saved") is True
+    assert saved["digest"] == spec.digest and saved["row"] == json.loads(json.dumps(payload["row"]))
+
+
+def test_a_sweep_killed_during_its_output_writes_leaves_no_truncated_file(tmp_path, reference):
+    """SIGKILL the CLI the moment it starts writing outputs (its runs are already on disk), at
+    two different writes; every output present after each kill and after the rerun is whole."""
+    exp, out = reference[0], tmp_path / "out"
+    shutil.copytree(reference[1], out)
+    folder = out / "durable"
+    expected = {name: (folder / name).read_bytes() for name in OUTPUTS}
+    for nth_write in (1, 3):
+        for name in OUTPUTS:
+            (folder / name).unlink(missing_ok=True)
+        proc, seen = cli_process(exp, out), set()
+        deadline = time.time() + 60
+        while time.time() < deadline and len(seen) < nth_write and proc.poll() is None:
+            seen |= {p.name for p in folder.iterdir()
+                     if p.name.startswith(durable.TMP_PREFIX) or p.name in OUTPUTS}
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert seen, "the kill should land during the output writes"
+        for name, content in expected.items():   # absent, or complete
+            assert not (folder / name).exists() or (folder / name).read_bytes() == content, name
+    assert cli.main(["run", exp, "--out", str(out)]) == 0
+    assert not temp_files(out)
+    for name, content in expected.items():
+        assert (folder / name).read_bytes() == content, name
+
+
+def test_two_concurrent_sweeps_on_one_out_lose_no_run_and_corrupt_no_file(tmp_path, reference):
+    """The second, started while the first runs, waits for it and then finds every run done."""
+    exp, out = reference[0], tmp_path / "shared"
+    first = cli_process(exp, out)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list((out / "durable" / "runs").glob("*.json")):
+        time.sleep(0.01)   # the first sweep holds the lock and is running
+    second = cli_process(exp, out)
+    results = [p.communicate(timeout=120) for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], results
+    assert "another sweep is writing to this folder; waiting" in results[1][1]
+    assert "12 runs (12 new)" in results[0][0] and "12 runs (0 new)" in results[1][0]
+    for name in ("runs.csv", "jobs.csv", "summary.csv", "table.md"):
+        for folder in ("", "durable"):
+            a = (reference[1] / folder / name).read_bytes()
+            assert (out / folder / name).read_bytes() == a, f"{folder}/{name}"
+    assert len(list((out / "durable" / "runs").glob("*.json"))) == 12
+    assert not temp_files(out)
