@@ -1,0 +1,109 @@
+"""Every detector on every corpus run, run by run, at each eval density: BEYOND.md's corpus tables.
+
+A detector decides from one run's own evals (or, for the detectors that learn across runs, from
+the other runs of the family too, fed as finished peers: leave one out, as `replay` does), so
+the natural unit here is the corpus run, each scored once, rather than simulated jobs that draw
+runs with replacement (those are e9's, `configs/e9.yaml`). A density keeps the run's evals at
+progress 5%, 10%, 15% (`sim.workload.eval_points`, final eval included) or all of them
+("native").
+
+Scores per run: stopped (at any eval), stopped before its last eval, and the share of the gain
+lost to the stop: the test score of the checkpoint that stop-and-save keeps (the best eval so
+far) against the one kept without a stop, over that one's gain since the first eval (signed:
+an early stop can keep a better test checkpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from evalstop_gym.policies import make_detector
+
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.workload import eval_points
+from evalstop_gym.traces.corpus import FAMILIES, CorpusRun, at_progress, load_family
+
+DENSITIES: dict[str, float | None] = {"native": None, "5%": 0.05, "10%": 0.10, "15%": 0.15}
+CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
+
+
+def eval_index(run: CorpusRun, interval: float | None) -> np.ndarray:
+    """The run's evals kept at an eval interval (all of them when None)."""
+    if interval is None:
+        return np.arange(len(run.steps))
+    return np.unique(at_progress(run, eval_points(interval, final=True)))
+
+
+def view(run: CorpusRun, idx: np.ndarray, n: int, state: str = "running") -> SchedulerJobView:
+    """The run after the first `n` kept evals, as a scheduler would see it (type rlhf, so every
+    detector monitors it)."""
+    keep = idx[:n]
+    progress = tuple(float(p) for p in run.steps[keep] / run.max_steps)
+    return SchedulerJobView(
+        job_id=0, tenant=0, job_type="rlhf", gpus=1, arrival_time=0.0, state=state,
+        progress=progress[-1], loss=float(run.loss[keep[-1]]), eval_progress=progress,
+        eval_scores=tuple(float(s) for s in run.eval_score[keep]),
+        loss_history=tuple(float(x) for x in run.loss[keep]), duration_estimate=1.0,
+        attained_minutes=0.0, n_preemptions=0)
+
+
+def first_stop(detector, run: CorpusRun, idx: np.ndarray) -> int | None:
+    """How many kept evals the run had when the detector stopped it; None: never."""
+    for n in range(1, len(idx) + 1):
+        if detector.decide(view(run, idx, n), CLUSTER).stop:
+            return n
+    return None
+
+
+def kept_test_score(run: CorpusRun, idx: np.ndarray, n: int) -> float:
+    """Test score of the best-eval checkpoint among the first n kept evals (stop-and-save)."""
+    best = idx[:n][int(np.argmax(run.eval_score[idx[:n]]))]
+    return float(run.test_score[best])
+
+
+def score_run(name: str, run: CorpusRun, peers: Sequence[CorpusRun],
+              interval: float | None) -> dict[str, object]:
+    detector = make_detector(name)
+    detector.reset()
+    for peer in peers:   # finished peers, for the detectors that learn across runs
+        pidx = eval_index(peer, interval)
+        detector.on_job_end(view(peer, pidx, len(pidx), state="completed"))
+    idx = eval_index(run, interval)
+    at = first_stop(detector, run, idx)
+    full = kept_test_score(run, idx, len(idx))
+    gain = full - float(run.test_score[idx[0]])
+    kept = full if at is None else kept_test_score(run, idx, at)
+    return {"run_id": run.run_id, "family": run.family, "declines": run.declines,
+            "detector": name, "stopped": at is not None,
+            "stopped_early": at is not None and at < len(idx), "n_evals": len(idx),
+            "share_lost": (full - kept) / gain if gain > 0 else np.nan}
+
+
+def score_corpus(detectors: Sequence[str], families: Sequence[str] = FAMILIES) -> pd.DataFrame:
+    """One row per (density, detector, run) over the shipped corpus."""
+    rows = []
+    for family in families:
+        runs = load_family(family)
+        for density, interval in DENSITIES.items():
+            for name in detectors:
+                for i, run in enumerate(runs):
+                    peers = runs[:i] + runs[i + 1:]
+                    rows.append({"density": density, **score_run(name, run, peers, interval)})
+    return pd.DataFrame(rows)
+
+
+def summarise_corpus(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (family, density, detector): false stops and share of gain lost on healthy runs,
+    recall and early recall on declining runs."""
+    def one(g: pd.DataFrame) -> pd.Series:
+        healthy, bad = g[~g["declines"]], g[g["declines"]]
+        return pd.Series({"false_stops": healthy["stopped"].mean(),
+                          "share_lost": healthy["share_lost"].mean(),
+                          "recall": bad["stopped"].mean() if len(bad) else np.nan,
+                          "recall_early": bad["stopped_early"].mean() if len(bad) else np.nan,
+                          "n_healthy": len(healthy), "n_declining": len(bad),
+                          "evals": g["n_evals"].median()})
+    keys = ["family", "density", "detector"]
+    return scores.groupby(keys, sort=False)[list(scores.columns)].apply(one).reset_index()

@@ -1,0 +1,203 @@
+"""BEYOND.md's section on real training curves: pure functions from scores and runs to markdown.
+
+Inputs: `scoring.summarise_corpus` (every detector on every corpus run, run by run), the e9 runs
+(`configs/e9.yaml`: simulated jobs drawing corpus curves, and the synthetic E2 workload at sigma
+0.05 and under AR(1) rho 0.5 sigma 0.10, at each eval density) and the Gao fit in the corpus's
+provenance file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..tables import to_markdown
+
+GROUPS = {"supervised": "supervised corpus (digits MLPs; declining = overfitting)",
+          "reward": "reward over-optimisation corpus",
+          "gauss0.05": "synthetic E2 workload, Gaussian sigma 0.05",
+          "ar1-0.10": "synthetic E2 workload, AR(1) rho 0.5 sigma 0.1"}
+DENSITY_OF = {0.05: "5%", 0.1: "10%", 0.15: "15%", round(1 / 60, 6): "native"}
+DENSITIES = ("native", "5%", "10%", "15%")
+HEADLINE = "DeclineTest-0.05"
+FPR_BAR, RECALL_BAR, LOST_BAR, E2_RECALL_BAR = 0.05, 0.80, 0.01, 0.95
+
+
+def pct(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+
+def e9_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds per (group, density, detector) of the detection metrics and JCT gain."""
+    runs = runs.assign(density=[DENSITY_OF.get(round(float(v), 6), f"{float(v):g}")
+                                for v in runs["value"]])
+    ref = runs[runs["label"] == "SRTF-Est"].set_index(["density", "seed"])["jct"]
+    cells = runs[runs["label"] != "SRTF-Est"].copy()
+    cells["detector"] = [str(x).partition("@")[0] for x in cells["label"]]
+    cells["group"] = [str(x).partition("@")[2] for x in cells["label"]]
+    base = ref.reindex(pd.MultiIndex.from_frame(cells[["density", "seed"]])).to_numpy()
+    cells["jct_gain"] = (base - cells["jct"].to_numpy()) / base
+    keys = ["group", "density", "detector"]
+    metrics = ["fpr", "recall", "recall_early", "saved_frac", "precision", "jct_gain"]
+    return cells.groupby(keys, sort=False)[metrics].mean().reset_index()
+
+
+def _wide(frame: pd.DataFrame, cell) -> str:
+    """One row per detector, one column per density, each cell formatted by `cell(row)`."""
+    out = []
+    for det, sub in frame.groupby("detector", sort=False):
+        row = {"detector": det}
+        for d in DENSITIES:
+            hit = sub[sub["density"] == d]
+            row[d] = cell(hit.iloc[0]) if len(hit) else "–"
+        out.append(row)
+    return to_markdown(pd.DataFrame(out))
+
+
+def _per_group(frame: pd.DataFrame, key: str, title, cell) -> list[str]:
+    """One wide table per value of `key`, under the heading `title(first row of the group)`."""
+    parts = []
+    for name, sub in frame.groupby(key, sort=False):
+        parts += [title(name, sub.iloc[0]), _wide(sub, cell), ""]
+    return parts
+
+
+def healthy_tables(corpus: pd.DataFrame) -> list[str]:
+    """(a): per family, false stops / mean share of gain lost on healthy runs, and recall."""
+    return _per_group(
+        corpus, "family",
+        lambda fam, r: f"**{fam}** ({int(r['n_healthy'])} healthy runs, {int(r['n_declining'])} "
+                       "declining; each run once; cell: false stops / mean share of gain lost / "
+                       "recall)\n",
+        lambda r: f"{pct(r['false_stops'])} / {pct(r['share_lost'])} / {pct(r['recall'])}")
+
+
+def hacking_tables(e9: pd.DataFrame) -> list[str]:
+    """(b): per e9 group, recall / recall before completion / GPU-minutes saved / FPR."""
+    return _per_group(
+        e9, "group",
+        lambda g, r: f"**{GROUPS.get(g, g)}** (cell: recall / recall before completion / "
+                     "GPU-minutes saved / FPR)\n",
+        lambda r: f"{pct(r['recall'])} / {pct(r['recall_early'])} / {pct(r['saved_frac'])} / "
+                  f"{pct(r['fpr'])}")
+
+
+def best_lines(e9: pd.DataFrame) -> list[str]:
+    """Per group and density: the highest-recall detector at FPR <= 5% (else the lowest FPR)."""
+    lines = []
+    for (group, density), sub in e9.groupby(["group", "density"], sort=False):
+        ok = sub[sub["fpr"] <= FPR_BAR]
+        where = f"{GROUPS.get(group, group)}, evals {density}"
+        if len(ok):
+            r = ok.sort_values(["recall", "precision"]).iloc[-1]
+            lines.append(f"- {where}: highest recall at FPR <= 5%: {r['detector']} (recall "
+                         f"{pct(r['recall'])}, FPR {pct(r['fpr'])}, saved "
+                         f"{pct(r['saved_frac'])}).")
+        else:
+            r = sub.sort_values("fpr").iloc[0]
+            lines.append(f"- {where}: no rule keeps FPR <= 5%; lowest FPR: {r['detector']} "
+                         f"({pct(r['fpr'])}, recall {pct(r['recall'])}).")
+    return lines
+
+
+def frontier_table(e9: pd.DataFrame, corpus: pd.DataFrame) -> str:
+    """DeclineTest's false stops against recall as alpha varies, per group and density."""
+    rows = []
+    for (group, det), sub in e9[e9["detector"].str.startswith("DeclineTest")].groupby(
+            ["group", "detector"], sort=False):
+        row = {"group": group, "detector": det}
+        for d in DENSITIES:
+            hit = sub[sub["density"] == d]
+            row[f"FPR / recall @{d}"] = (f"{pct(hit['fpr'].iloc[0])} / "
+                                         f"{pct(hit['recall'].iloc[0])}" if len(hit) else "–")
+        rows.append(row)
+    for (family, det), sub in corpus[corpus["detector"].str.startswith("DeclineTest")].groupby(
+            ["family", "detector"], sort=False):
+        row = {"group": f"{family} (run by run)", "detector": det}
+        for d in DENSITIES:
+            hit = sub[sub["density"] == d]
+            row[f"FPR / recall @{d}"] = (f"{pct(hit['false_stops'].iloc[0])} / "
+                                         f"{pct(hit['recall'].iloc[0])}" if len(hit) else "–")
+        rows.append(row)
+    return to_markdown(pd.DataFrame(rows))
+
+
+def _verdict(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def target_lines(e9: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
+    """The issue's four targets for DeclineTest-0.05, with the measured numbers."""
+    c = corpus[corpus["detector"] == HEADLINE]
+    h = e9[e9["detector"] == HEADLINE]
+    sim_fs = h[h["group"].isin(["supervised", "reward"])]["fpr"]
+    worst_fs = max(c["false_stops"].max(), sim_fs.max() if len(sim_fs) else 0.0)
+    e2 = h[(h["group"] == "gauss0.05") & (h["density"] == "5%")]
+    ar = h[h["group"] == "ar1-0.10"]
+    lost = c["share_lost"].max()
+    lines = [f"- False stops of healthy corpus runs <= 5% at every density: worst "
+             f"{pct(worst_fs)} (run by run and in e9) — {_verdict(worst_fs <= FPR_BAR)}."]
+    if len(e2):
+        r = e2.iloc[0]
+        ok = r["recall"] >= E2_RECALL_BAR and r["fpr"] <= FPR_BAR
+        lines.append(f"- E2, sigma 0.05, evals every 5%: recall {pct(r['recall'])} at FPR "
+                     f"{pct(r['fpr'])} (target recall >= 95%, FPR <= 5%) — {_verdict(ok)}.")
+    for _, r in ar.iterrows():
+        ok = r["recall"] >= RECALL_BAR and r["fpr"] <= FPR_BAR
+        lines.append(f"- AR(1) rho 0.5, sigma 0.1, evals {r['density']}: recall "
+                     f"{pct(r['recall'])} at FPR {pct(r['fpr'])} (target recall >= 80%, "
+                     f"FPR <= 5%) — {_verdict(ok)}.")
+    lines.append(f"- Mean share of gain lost on healthy corpus runs <= 1%: worst "
+                 f"{pct(lost)} over families and densities — {_verdict(lost <= LOST_BAR)}.")
+    return lines
+
+
+def gao_lines(provenance: Path) -> list[str]:
+    """Gao's alpha, beta fitted to the hacking reward runs, beside the simulator's calibration."""
+    fit = json.loads(Path(provenance).read_text())["families"]["reward"]["gao_fit"]
+    m, sim = fit["median"], fit["simulator"]
+    return [f"Fitted to the {fit['n_runs']} hacking reward runs (gold gain since the first "
+            f"eval against d = sqrt(KL), least squares per run, medians): alpha "
+            f"{m['alpha']:.3f}, beta {m['beta']:.3f} (R^2 {m['r2']:.2f}), so the gold peak sits "
+            f"at d = {m['d_peak']:.2f} with a gain of {m['gain']:.3f}. In the simulator's "
+            f"terms, d grows as progress^{m['collapse']:.2f} (its `collapse` exponent, "
+            f"calibrated to {sim['collapse'][0]:g}-{sim['collapse'][1]:g}) and the true peak "
+            f"is at progress {m['test_peak_progress']:.2f} (calibrated "
+            f"{sim['peak_progress'][0]:g}-{sim['peak_progress'][1]:g}); the gain at the peak "
+            f"is {m['gain']:.3f} in gold-reward units (calibrated {sim['gain'][0]:g}-"
+            f"{sim['gain'][1]:g} in eval-score units)."]
+
+
+WHY = ("Why the recall targets are missed: DeclineTest measures the noise from the run's own "
+       "evals (about n/2 degrees of freedom after n evals) and spends its budget over every look "
+       "by a union bound, so with the 7 to 20 evals of a 15% or 5% schedule its critical value "
+       "sits far above what a known noise level would need; CUSUM and BOCPD learn the noise from "
+       "other finished jobs instead. Its false stops stay far below alpha where its assumption "
+       "holds (the bounds are loose), and rise above it under AR(1) noise at dense evals, where "
+       "second differences underestimate the noise of a block mean (its docstring's warning).")
+
+
+def corpus_section(corpus: pd.DataFrame, e9: pd.DataFrame | None, provenance: Path) -> str:
+    """The whole section: targets, (a) healthy runs, (b) hacking runs, frontier, Gao fit."""
+    parts = ["## Real training curves: the corpus and e9\n",
+             "The corpus (`evalstop_gym/traces/data/corpus`, built by `evalstop-bench corpus "
+             "build`) holds real runs trained on this machine; a run declines when its test "
+             "curve peaks and falls by more than its noise. Tables (a) score every detector on "
+             "every corpus run once (its own evals only; detectors that learn across runs get "
+             "the family's other runs as finished peers). Tables (b) are e9's simulated "
+             "clusters (3 seeds, 200 jobs each, evals every 5%, 10%, 15% or at the corpus's "
+             "native 60 per run).\n"]
+    if e9 is not None:
+        parts += ["### DeclineTest-0.05 against the targets\n", *target_lines(e9, corpus), "",
+                  WHY, ""]
+    parts += ["### (a) The corpus's runs, one by one\n", *healthy_tables(corpus)]
+    if e9 is not None:
+        parts += ["### (b) Hacking runs in simulated clusters (e9)\n", *hacking_tables(e9),
+                  "### Which detector, per workload and density (e9)\n", *best_lines(e9), "",
+                  "### DeclineTest's frontier as alpha varies\n", frontier_table(e9, corpus),
+                  ""]
+    parts += ["### Gao's functional form on the reward runs\n", *gao_lines(provenance), ""]
+    return "\n".join(parts)
