@@ -115,3 +115,17 @@ def test_composes_over_a_base_and_parses_by_name() -> None:
     assert parse_policy("DeclineTest-0.01+SRTF-Est").detector.alpha == 0.01
     with pytest.raises(ValueError, match="alpha must be in"):
         DeclineTest(1.5)
+
+
+@pytest.mark.parametrize("max_steps", [400, None])
+def test_runs_through_the_live_monitor_with_or_without_max_steps(max_steps) -> None:
+    """RunMonitor feeds it a real run's evals; a falling loss curve (mode min) is stopped."""
+    from evalstop_gym.online import RunMonitor
+
+    rng = np.random.default_rng(8)
+    p = grid(40)
+    loss = 1.0 - 0.5 * np.minimum(p / 0.5, 1.0) + 0.8 * np.maximum(p - 0.5, 0.0)
+    monitor = RunMonitor("DeclineTest-0.05", mode="min", max_steps=max_steps)
+    decisions = [monitor.update(10 * (i + 1), float(v)).stop
+                 for i, v in enumerate(loss + 0.01 * rng.standard_normal(40))]
+    assert monitor.stopped and 20 < monitor.stop_index < 40 and decisions[-1]
