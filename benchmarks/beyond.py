@@ -309,7 +309,7 @@ def write_beyond(results_dir: Path, repo_root: Path) -> Path:
     trace = Path(results_dir) / "philly" / "table.md"
     text = render(e7x, e8x, drop_to_noise_table(), figure,
                   trace.read_text() if trace.exists() else "", summary, e2x,
-                  corpus_markdown(Path(results_dir)))
+                  corpus_markdown(Path(results_dir), repo_root / "figures"))
     path = repo_root / "BEYOND.md"
     path.write_text(text)
     log.info("wrote %s", path)
@@ -321,9 +321,29 @@ CORPUS_DETECTORS = ("EvalStop-2", "StopAt-0.65", "LossPlateau", "Patience-3", "C
                     "DeclineTest-0.2")
 
 
-def corpus_markdown(results_dir: Path) -> str:
+def corpus_figure(corpus: pd.DataFrame, out_dir: Path, stem: str = "beyond_corpus") -> list[Path]:
+    """False stops of the corpus's healthy runs against evals per run, one panel per family."""
+    families = list(dict.fromkeys(corpus["family"]))
+    fig, axes = plt.subplots(1, len(families), figsize=(4.6 * len(families), 3.6), sharey=True,
+                             squeeze=False)
+    for ax, family in zip(axes[0], families, strict=True):
+        sub = corpus[corpus["family"] == family]
+        for det, rows in sub.groupby("detector", sort=False):
+            rows = rows.sort_values("evals")
+            ax.plot(rows["evals"], rows["false_stops"], marker="o", ms=3, label=det)
+        ticks = sorted(sub["evals"].unique())
+        ax.set(title=f"{family} corpus: healthy runs", xlabel="evals per run",
+               ylabel="false stops", xscale="log", xticks=ticks,
+               xticklabels=[f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+    axes[0, -1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return save(fig, out_dir, stem)
+
+
+def corpus_markdown(results_dir: Path, figures_dir: Path | None = None) -> str:
     """The real-curve section: every detector on every corpus run (scored once and kept as
-    `results_dir`/corpus_scores.csv) and e9's runs when they exist."""
+    `results_dir`/corpus_scores.csv) and e9's runs when they exist; with `figures_dir`, also
+    figures/beyond_corpus.{png,pdf}."""
     from evalstop_gym.traces.corpus import corpus_file
 
     from .corpus.build import write_atomic
@@ -337,8 +357,15 @@ def corpus_markdown(results_dir: Path) -> str:
         scores = score_corpus(CORPUS_DETECTORS)
         write_atomic(path, scores.to_csv(index=False))
     e9 = _read(results_dir, "e9")
-    return corpus_section(summarise_corpus(scores), None if e9 is None else e9_summary(e9),
+    summary = summarise_corpus(scores)
+    text = corpus_section(summary, None if e9 is None else e9_summary(e9),
                           corpus_file("reward").parent / "provenance.json")
+    if figures_dir is None:
+        return text
+    corpus_figure(summary, figures_dir)
+    return text.replace("### (a) The corpus's runs, one by one\n",
+                        "### (a) The corpus's runs, one by one\n\n"
+                        "![false stops vs evals per run](figures/beyond_corpus.png)\n", 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
