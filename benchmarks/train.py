@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +29,7 @@ import evalstop_gym  # noqa: F401  (registers EvalStopCluster-v0)
 from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
 from evalstop_gym.experiment import PAPER_SEEDS
 
+from . import durable
 from .cli import UsageError, parse_overrides
 
 log = logging.getLogger(__name__)
@@ -193,28 +192,17 @@ def terminal_table(summary: pd.DataFrame) -> str:
     return shown.to_string(float_format=lambda v: f"{v:.1f}")
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """`path` holds either its old content or all of `text`, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save(args: argparse.Namespace, model: Any, results: dict, summary: pd.DataFrame) -> Path:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{args.algo}_{args.control}.zip"
-    model.save(path)
+    with durable.atomic_path(path) as tmp:   # SB3 writes the zip in place
+        model.save(tmp)
     rows = pd.DataFrame([{"policy": k, **r} for k, rs in results.items() for r in rs])
-    write_text_atomic(out / "results.csv", rows.to_csv(index=False))
+    durable.write_csv(rows, out / "results.csv")   # atomically, as every output
     meta = {"args": {k: v for k, v in vars(args).items() if k != "handler"} | {"model": str(path)},
             "mean": summary.reset_index().to_dict("records")}
-    write_text_atomic(out / "results.json", json.dumps(meta, indent=2, default=str))
+    durable.write_text(out / "results.json", json.dumps(meta, indent=2, default=str))
     return path
 
 
