@@ -208,7 +208,8 @@ def save(args: argparse.Namespace, model: Any, results: dict, summary: pd.DataFr
 
 def main(args: argparse.Namespace) -> int:
     check_args(args)
-    env_kwargs(args)   # a bad --set fails before any training
+    env_kwargs(args)       # a bad --set or baseline name fails before any training
+    baseline_actors(args)
     import torch
 
     # --- seeding: torch and SB3 from --seed; training workloads from the env seeds (--seed + i)

@@ -44,10 +44,16 @@ def test_a_short_training_writes_the_model_and_the_evaluation_table(tmp_path, ca
     assert max(len(line) for line in table) <= 100
 
 
-def test_dqn_on_the_full_mode_is_a_one_line_error(capsys):
-    assert cli.main(["train", "--algo", "dqn", "--control", "full", *TINY]) == 2
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--algo", "dqn", "--control", "full"], "--algo dqn needs --control stop"),
+    (["--n-envs", "0"], "--n-envs 0: expected a whole number >= 1"),
+    (["--baselines", "Bogus-1"], "detector 'Bogus-1' is unknown"),
+    (["--set", "workload.n_jobz=3"], "n_jobz"),
+])
+def test_options_that_cannot_work_are_one_line_errors_before_training(capsys, extra, needle):
+    assert cli.main(["train", *TINY, *extra]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--algo dqn needs --control stop" in err and "\n" not in err
+    assert needle in err and "\n" not in err
 
 
 def test_the_script_is_a_thin_wrapper_over_the_subcommand():
