@@ -180,3 +180,22 @@ def test_ppo_logs_episode_metrics_to_sb3_logger(tmp_path):
     assert {"episode/jct", "episode/wasted_frac", "rollout/ep_rew_mean"} <= set(log.columns)
     jct = log["episode/jct"].dropna()
     assert len(jct) == len(log) and (jct > 0).all()
+
+
+@pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
+def test_rendering_leaves_the_episode_unchanged(mode):
+    """Same seed and actions, rendered at every step or not: identical observations and rewards."""
+    from gymnasium.utils.env_checker import data_equivalence
+
+    traces = []
+    for render_mode in (None, mode):
+        env = make("stop", render_mode=render_mode)
+        obs, _ = env.reset(seed=8)
+        trace, done, i = [obs], False, 0
+        while not done:
+            obs, reward, done, _, _ = env.step(i % 3 == 0)
+            env.render()
+            trace.append((obs, reward))
+            i += 1
+        traces.append(trace)
+    assert len(traces[0]) > 10 and data_equivalence(traces[0], traces[1], exact=True)
