@@ -35,6 +35,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("evalstop_gym.benchmarks.replay", "replay a real trace or training log"),
     "corpus": ("evalstop_gym.benchmarks.corpus.build", "build the real-curve corpus"),
     "train": ("evalstop_gym.benchmarks.train", "train an SB3 agent on the env and score it"),
+    "calibrate": ("evalstop_gym.benchmarks.calibrate",
+                  "fit the lost constants to E2 (Optuna TPE), validate on E1/E3, sensitivity"),
 }
 USER_ERRORS = (ConfigError, PolicyNameError, BackendError, OutputError)
 

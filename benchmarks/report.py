@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "BEYOND.md")
     p.add_argument("--learned", nargs="*", default=[str(d) for d in LEARNED_DIRS],
                    help="training output folders whose results.csv go into the report")
+    p.add_argument("--calibration", nargs="*", default=["results/calibration"],
+                   help="folders of `evalstop-bench calibrate` runs whose calibration.md (the "
+                        "search's result and sensitivity table) go into the report")
     p.add_argument("--train-rl", action="store_true",
                    help="train the PPO and DQN stop policies first where results are missing "
                         "(a few minutes each)")
@@ -86,7 +89,8 @@ def copy_figures(out: Path, dest: Path) -> list[str]:
 
 
 def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: float,
-           command: str, learned: str = "", figures: Sequence[str] = ()) -> str:
+           command: str, learned: str = "", figures: Sequence[str] = (),
+           calibration: str = "") -> str:
     rows = claim_rows(runs)
     counts = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
     table = pd.DataFrame(rows, columns=list(Row._fields))
@@ -107,10 +111,22 @@ def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: f
         *(["## Figures\n", *figures, ""] if figures else []),
         learned,
         "## Calibrated constants (configs/defaults.yaml)\n", "```yaml",
-        *calibrated_constants(), "```\n", "## Run\n", machine(sweep_s, cpu_s), "",
+        *calibrated_constants(), "```\n", calibration, "## Run\n", machine(sweep_s, cpu_s),
+        "",
         "## Tables\n", *[(out / n / "table.md").read_text() for n in runs
                          if (out / n / "table.md").exists()],
     ]
+    return "\n".join(parts)
+
+
+def calibration_section(folders: Sequence[str]) -> str:
+    """The calibration runs' summaries (search result, validation, sensitivity), where found."""
+    parts = []
+    for path in (Path(f) / "calibration.md" for f in folders):
+        if path.exists():
+            parts.append(path.read_text())
+        else:
+            log.warning("no %s: left out of the report", path)
     return "\n".join(parts)
 
 
@@ -175,7 +191,7 @@ def main(args: argparse.Namespace) -> int:
     runs = {n: load_runs(out / n / "runs.csv") for n in names}
     figures = copy_figures(out, Path(args.reproduction).resolve().parent)
     text = render(runs, out, sweep_s, total_cpu_seconds(out, names), "evalstop-bench report",
-                  learned_section(learned_dirs), figures)
+                  learned_section(learned_dirs), figures, calibration_section(args.calibration))
     durable.write_text(Path(args.reproduction), text)
     print(f"wrote {args.reproduction} ({sweep_s:.1f} s)")
     if args.beyond:  # BEYOND.md (and its figures/) go beside REPRODUCTION.md

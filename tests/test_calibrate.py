@@ -1,0 +1,54 @@
+"""`evalstop-bench calibrate`: a tiny search writes its outputs, resumes, and refuses a mix-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+import yaml
+from evalstop_gym.benchmarks.calibrate import CONSTANTS, TARGETS, Search, misfit
+from evalstop_gym.benchmarks.cli import main
+
+TINY = ["--seeds", "1", "2", "--n-jobs", "30", "--validation-seeds", "1"]
+
+
+def study_trials(out: Path) -> list:
+    study = optuna.load_study(study_name="e2-fit", storage=f"sqlite:///{out / 'study.sqlite'}")
+    return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def test_tiny_calibration_writes_its_outputs_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "cal"
+    assert main(["calibrate", "--out", str(out), "--trials", "2", *TINY]) == 0
+    first = study_trials(out)
+    defaults = Search([1], None).defaults()
+    assert len(first) == 2 and first[0].params == pytest.approx(defaults)
+    sens = pd.read_csv(out / "sensitivity.csv")
+    assert list(sens["constant"]) == [c.name for c in CONSTANTS]
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert best["misfit"] <= best["misfit_at_defaults"] + 1e-9   # the defaults are trial 0
+    text = (out / "calibration.md").read_text()
+    assert "Validation (not fitted)" in text and "E3: At 10% RLHF" in text
+    # a second run with more trials runs only the missing one, on the same stored study
+    assert main(["calibrate", "--out", str(out), "--trials", "3", *TINY]) == 0
+    again = study_trials(out)
+    assert len(again) == 3 and [t.params for t in again[:2]] == [t.params for t in first]
+
+
+def test_resuming_with_other_seeds_is_refused(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cal"
+    args = ["calibrate", "--out", str(out), "--trials", "1", "--constants", "sigma"]
+    assert main([*args, *TINY]) == 0
+    assert main([*args, "--seeds", "3", "--n-jobs", "30", "--validation-seeds", "1"]) == 2
+    assert "other settings" in capsys.readouterr().err
+
+
+def test_misfit_is_zero_on_the_papers_figures_and_grows_with_a_miss() -> None:
+    paper = {t.name: t.paper for t in TARGETS}
+    bounds = {"evalstop_precision": 0.98, "evalstop_recall": 0.99, "evalstop_fpr_all": 0.01}
+    assert misfit({**paper, **bounds}) == 0.0
+    one_tol = {**paper, **bounds, "srtf_jct": 1124 + 112.4}
+    assert misfit(one_tol) == pytest.approx(1.0)
+    assert misfit({**paper, **bounds, "evalstop_precision": 0.90}) == pytest.approx(1.0)
