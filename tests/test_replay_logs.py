@@ -252,7 +252,7 @@ def test_replay_cli_prints_a_table_and_reports_bad_input(capsys, tmp_path):
     assert "line 2" in capsys.readouterr().err
     assert cli(str(CSV), "--detectors", "Nope-1") == 2
     assert cli(str(CSV), "--detectors", "CUSUM-nan-3") == 2
-    assert "CUSUM: need drift >= 0" in capsys.readouterr().err
+    assert "detector 'CUSUM-nan-3'" in capsys.readouterr().err
     assert cli(str(CSV), "--csv", str(tmp_path / "missing" / "t.csv")) == 2
     assert "does not exist" in capsys.readouterr().err
     assert cli(str(CSV), "--csv", str(tmp_path / "t.csv")) == 0

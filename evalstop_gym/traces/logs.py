@@ -26,7 +26,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -95,8 +95,10 @@ def _step(x: float, raw: Any, where: str) -> int:
     return int(x)
 
 
-def _check_steps(steps: Sequence[int], rows: Sequence[str], source: str, run: str,
-                 max_steps: int | None) -> None:
+def _check_steps(steps: Sequence[int], places: Sequence[int], label: Callable[[int], str],
+                 source: str, run: str, max_steps: int | None) -> None:
+    """Steps increase and end in (0, max_steps]; `label(place)` names a row for the error."""
+    rows = _Labels(places, label)
     if not steps:
         raise LogError(f"{source}: run {run!r} has no evals")
     for i in range(1, len(steps)):
@@ -107,6 +109,16 @@ def _check_steps(steps: Sequence[int], rows: Sequence[str], source: str, run: st
         raise LogError(f"{rows[-1]}: run {run!r} ends at step 0; progress cannot be measured")
     if max_steps is not None and steps[-1] > max_steps:
         raise LogError(f"{rows[-1]}: step {steps[-1]} is past the log's max_steps={max_steps}")
+
+
+class _Labels:
+    """Row names built only when an error needs one (a log may hold millions of rows)."""
+
+    def __init__(self, places: Sequence[int], label: Callable[[int], str]) -> None:
+        self.places, self.label = places, label
+
+    def __getitem__(self, i: int) -> str:
+        return self.label(self.places[i])
 
 
 def choose_metric(history: Sequence[dict[str, Any]]) -> str:
@@ -177,6 +189,7 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
     if mode is None and sign_mode:
         mode_from = "a leading '-' on --metric"
     steps, values, losses, rows, notes = [], [], [], [], [f"metric chosen by {chosen}"]
+    label = f"{path}: log_history[{{}}]".format
     last_loss = math.nan
     for i, entry in enumerate(history):
         where = f"{path}: log_history[{i}]"
@@ -188,17 +201,17 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
         value = _number(entry[key], where, key)
         if steps and step == steps[-1]:
             notes.append(f"log_history[{i}]: a second eval at step {step} (a final evaluate?) "
-                         f"replaces the one at {rows[-1].rsplit(': ', 1)[-1]}")
-            values[-1], losses[-1], rows[-1] = value, last_loss, where
+                         f"replaces the one at log_history[{rows[-1]}]")
+            values[-1], losses[-1], rows[-1] = value, last_loss, i
             continue
         steps.append(step)
         values.append(value)
         losses.append(last_loss)
-        rows.append(where)
+        rows.append(i)
     if not steps:
         raise LogError(f"{path}: log_history has no {key!r} evals; its eval keys are: "
                        f"{', '.join(_eval_keys(history)) or 'none'}")
-    _check_steps(steps, rows, str(path), str(path), settings["max_steps"])
+    _check_steps(steps, rows, label, str(path), str(path), settings["max_steps"])
     run_id = path.parent.name if path.name == "trainer_state.json" else path.stem
     return LoggedRun(run_id or path.stem, str(path), key, run_mode, mode_from, tuple(steps),
                      tuple(values), tuple(losses), settings["max_steps"], tuple(notes))
@@ -215,8 +228,9 @@ def _eval_keys(history: list[dict[str, Any]]) -> list[str]:
     return sorted({k for e in history for k in e if k.startswith("eval_") or k == "loss"})
 
 
-def _csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header and (line, values) rows of a UTF-8 CSV, refusing what cannot be a replay log."""
+def _csv_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """Header and (line, values) rows of a UTF-8 CSV, refusing what cannot be a replay log;
+    rows are read as they are used."""
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except OSError as exc:
@@ -224,10 +238,9 @@ def _csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     except UnicodeDecodeError as exc:
         raise LogError(f"{path}: not UTF-8 text (byte {exc.start}); a replay CSV is UTF-8 "
                        f"with a header {', '.join(CSV_COLUMNS)}[, loss, ...]") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        reader = csv.reader(io.StringIO(text, newline=""))
         header = [c.strip() for c in next(reader, [])]
-        rows = [(reader.line_num, row) for row in reader if row]
     except csv.Error as exc:
         raise LogError(f"{path}: not a CSV file ({exc})") from None
     seen = set()
@@ -239,7 +252,16 @@ def _csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     if missing:
         raise LogError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
                        f"expected {', '.join(CSV_COLUMNS)}[, loss, ...]")
-    return header, rows
+    return header, _stream(reader, path)
+
+
+def _stream(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
+    try:
+        for row in reader:
+            if row:
+                yield reader.line_num, row
+    except csv.Error as exc:
+        raise LogError(f"{path}: line {reader.line_num}: not CSV ({exc})") from None
 
 
 def read_csv_runs(path: Path | str, metric: str | None = None,
@@ -262,18 +284,19 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
         run_id = row[index["job_id"]].strip()
         if not run_id:
             raise LogError(f"{where}: empty job_id")
-        rec = runs.setdefault(run_id, {"steps": [], "values": [], "losses": [], "rows": []})
+        rec = runs.setdefault(run_id, {"steps": [], "values": [], "losses": [], "lines": []})
         raw_step = row[index["step"]]
         rec["steps"].append(_step(_text_number(raw_step, where, "step"), raw_step, where))
         rec["values"].append(_text_number(row[index[column]], where, column))
         raw_loss = row[index["loss"]].strip() if "loss" in index else ""
         rec["losses"].append(_text_number(raw_loss, where, "loss") if raw_loss else math.nan)
-        rec["rows"].append(where)
+        rec["lines"].append(line)
     if not runs:
         raise LogError(f"{path}: no rows after the header; a CSV needs at least one eval")
     out = []
     for run_id, rec in runs.items():
-        _check_steps(rec["steps"], rec["rows"], str(path), run_id, None)
+        _check_steps(rec["steps"], rec["lines"], f"{path}: line {{}}".format, str(path), run_id,
+                     None)
         out.append(LoggedRun(run_id, str(path), column, run_mode, mode_from,
                              tuple(rec["steps"]), tuple(rec["values"]), tuple(rec["losses"]),
                              None))

@@ -1,0 +1,187 @@
+"""`python -m evalstop_gym.benchmarks.online_perf`: what a live monitor and replay cost per eval.
+
+RunMonitor: n updates of one run (a rising metric and a falling loss, so no detector stops and
+every update is judged), timed without tracing; peak memory is a second pass under tracemalloc
+(everything Python and numpy allocate for the monitor, its detector and, for MedianPruner, five
+finished peers of up to 10k evals). Replay: a CSV log of n evals is written to a temp file, then
+read and replayed with EvalStop-2 end to end (`read_logs` + `replay`), timed and traced alike.
+"x10" is the growth of time (or memory) per tenfold more evals: 10 means linear.
+
+Detectors whose statistic is re-estimated from the whole series at every eval (CUSUM and BOCPD
+with the pooled noise estimate; DeclineTest) are O(history) per update by design; they are
+measured at small sizes only, where "x10" shows their growth.
+The table is printed and written to PERFORMANCE.md between this benchmark's own markers, after
+the notes marker (text there is kept when `evalstop-bench perf` regenerates the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from evalstop_gym.policies import DETECTORS
+
+from evalstop_gym.online import MonitorGroup, RunMonitor
+
+from .perf import NOTES_MARKER
+from .replay import replay
+from .tables import to_markdown
+
+BEGIN, END = "<!-- online_perf: begin -->", "<!-- online_perf: end -->"
+SIZES = (1_000, 100_000, 1_000_000)
+CONSTANT = ("EvalStop-2", "Patience-3", "LossPlateau-0-3", "CUSUM-0-3-0.05", "MedianPruner")
+HISTORY = {"CUSUM-0-3": (1_000, 4_000), "DeclineTest-0.05": (1_000, 4_000),
+           "BOCPD-0.5": (50, 200)}
+PEERS, PEER_EVALS = 5, 10_000
+
+
+def _monitor(name: str, n: int) -> RunMonitor:
+    """A monitor for a run of n evals; a cross-run detector's group first learns from five
+    finished peers (of up to PEER_EVALS evals: a MedianPruner lookup is a binary search)."""
+    group = MonitorGroup(name)
+    if "runs" in getattr(group.detector, "needs", ()):
+        m = min(n, PEER_EVALS)
+        for _ in range(PEERS):
+            peer = group.monitor(max_steps=m)
+            for i in range(1, m + 1):
+                peer.record(i, 0.5 * i / m)
+            group.end_run(peer)
+    return group.monitor(max_steps=n)
+
+
+def _feed(monitor: RunMonitor, n: int) -> None:
+    for i in range(1, n + 1):
+        monitor.update(i, 0.5 + 0.5 * i / n, 1.0 / i)
+    assert not monitor.stopped, f"{monitor.detector.name} stopped; the benchmark needs no stop"
+
+
+def traced(work: Callable[[], object]) -> float:
+    """Peak MB traced while `work` runs."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+
+
+def monitor_cost(name: str, n: int) -> tuple[float, float]:
+    """(updates per second, peak MB) of one run of n evals."""
+    monitor = _monitor(name, n)
+    start = time.perf_counter()
+    _feed(monitor, n)
+    rate = n / (time.perf_counter() - start)
+    return rate, traced(lambda: _feed(_monitor(name, n), n))
+
+
+def write_log(path: Path, n: int) -> None:
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["job_id", "step", "eval_score", "loss"])
+        out.writerows(("run", i, 0.5 + 0.5 * i / n, 1.0 / i) for i in range(1, n + 1))
+
+
+def replay_cost(n: int) -> tuple[float, float]:
+    """(evals per second, peak MB) of reading and replaying a CSV log of n evals."""
+    from evalstop_gym.traces.logs import read_logs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "log.csv"
+        write_log(path, n)
+        start = time.perf_counter()
+        replay(read_logs([path]), ["EvalStop-2"])
+        rate = n / (time.perf_counter() - start)
+        return rate, traced(lambda: replay(read_logs([path]), ["EvalStop-2"]))
+
+
+def growth(rows: list[dict], key: str, inverse: bool) -> None:
+    """Fill 'x10 <key>': the change per tenfold evals since the previous size of that row."""
+    for prev, row in zip(rows, rows[1:], strict=False):
+        if prev["what"] != row["what"]:
+            continue
+        ratio = prev[key] / row[key] * row["evals"] / prev["evals"] if inverse \
+            else row[key] / prev[key]
+        row[f"x10 {key}"] = ratio ** (1.0 / math.log10(row["evals"] / prev["evals"]))
+
+
+def measure(sizes: Sequence[int], history: dict[str, Sequence[int]]) -> list[dict]:
+    rows = []
+    plan = [("replay", n) for n in sizes] + [(d, n) for d in CONSTANT for n in sizes]
+    plan += [(d, n) for d, ns in history.items() if d.split("-")[0] in DETECTORS for n in ns]
+    for what, n in plan:
+        rate, mb = replay_cost(n) if what == "replay" else monitor_cost(what, n)
+        rows.append({"what": what, "evals": n, "per s": rate, "peak MB": mb})
+        print(f"{what} at {n:,}: {rate:,.0f}/s, {mb:,.1f} MB", file=sys.stderr)
+    growth(rows, "per s", inverse=True)
+    growth(rows, "peak MB", inverse=False)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    import pandas as pd
+
+    frame = pd.DataFrame(rows).rename(columns={"per s": "evals/s", "x10 per s": "x10 time",
+                                               "x10 peak MB": "x10 memory"})
+    for col in ("x10 time", "x10 memory"):
+        if col not in frame:
+            frame[col] = math.nan
+    frame["evals"] = frame["evals"].map("{:,}".format)
+    frame["evals/s"] = frame["evals/s"].map("{:,.0f}".format)
+    frame["peak MB"] = frame["peak MB"].map("{:,.1f}".format)
+    for col in ("x10 time", "x10 memory"):
+        frame[col] = frame[col].map(lambda v: "-" if pd.isna(v) else f"{v:.1f}")
+    return to_markdown(frame[["what", "evals", "evals/s", "x10 time", "peak MB", "x10 memory"]])
+
+
+def block(markdown: str, sizes: Sequence[int]) -> str:
+    return "\n".join([
+        BEGIN, "", "## Live monitor and log replay (benchmarks/online_perf.py)", "",
+        f"`python -m evalstop_gym.benchmarks.online_perf` (sizes {', '.join(map(str, sizes))}). "
+        "Rows named by a detector are RunMonitor updates; `replay` is a CSV log read and "
+        "replayed with EvalStop-2. x10: growth per tenfold evals (10 is linear); peak MB is "
+        "tracemalloc's peak.", "", markdown, "", END])
+
+
+def write_block(path: Path, text: str) -> None:
+    """Put `text` in place of the old block, else right after the notes marker; atomically."""
+    current = path.read_text() if path.exists() else f"{NOTES_MARKER}\n"
+    if BEGIN in current and END in current:
+        head, rest = current.split(BEGIN, 1)
+        updated = head + text + rest.split(END, 1)[1]
+    elif NOTES_MARKER in current:
+        head, tail = current.split(NOTES_MARKER, 1)
+        updated = f"{head}{NOTES_MARKER}\n\n{text}\n{tail}"
+    else:
+        updated = f"{current.rstrip()}\n\n{NOTES_MARKER}\n\n{text}\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".md")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(updated)
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    p.add_argument("--quick", action="store_true", help="sizes 1000 10000, small history sizes")
+    p.add_argument("--out", default="PERFORMANCE.md", help="file to write the block into")
+    p.add_argument("--no-write", action="store_true", help="print the table only")
+    args = p.parse_args(argv)
+    sizes = (1_000, 10_000) if args.quick else tuple(args.sizes)
+    history = {d: ns[:1] for d, ns in HISTORY.items()} if args.quick else HISTORY
+    markdown = table(measure(sizes, history))
+    print(markdown)
+    if not args.no_write:
+        write_block(Path(args.out), block(markdown, sizes))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
