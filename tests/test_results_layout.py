@@ -83,8 +83,9 @@ def test_results_figure_for_experiments_without_a_sweep(tmp_path):
 
 
 def test_terminal_table_fits_100_columns_with_a_long_label():
-    rows = [{"experiment": "x", "cell": name, "label": "", "policy": name, "base": "SRTF-Est", "detector": det,
-             "param": "", "value": float("nan"), "seed": s, "jct": 1000.0 + 10 * s + i,
+    rows = [{"experiment": "x", "cell": name, "label": "", "policy": name, "base": "SRTF-Est",
+             "detector": det, "param": "", "value": float("nan"), "seed": s,
+             "jct": 1000.0 + 10 * s + i,
              "ttfuc": 1.0, "wasted_frac": 0.1, "saved_frac": 0.0, "precision": 0.8,
              "recall": 0.5, "fpr": 0.01, "fpr_all": 0.01, "jain": 0.9, "n_stopped": 3.0}
             for i, (name, det) in enumerate([("SRTF-Est", "none"),
