@@ -25,7 +25,7 @@ from evalstop_gym.policies import PolicyNameError
 
 from .durable import OutputError, out_lock
 from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
-from .runner import BACKENDS, BackendError
+from .runner import BACKENDS, ISOLATE_ENV, BackendError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("evalstop_gym.benchmarks.cli", "name the experiments and their titles"),
@@ -78,6 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", dest="policies", action="append", default=[], metavar="SPEC",
                    help="add a cell to every experiment: 'EvalStop-3+FIFO', 'SRTF-Est', or a "
                         "saved model 'model:runs/ppo_stop/ppo_stop.zip+SRTF-Est' (repeatable)")
+    p.add_argument("--isolate", action="store_true",
+                   help="run each policy in a process of its own that sees only serialised "
+                        "views (for untrusted policies; same results, slower)")
 
 
 def resolve(names: Sequence[str]) -> list[str]:
@@ -157,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     if getattr(args, "engine", None):
         os.environ["EVALSTOP_ENGINE"] = args.engine   # read by simulate, in every worker too
+    if getattr(args, "isolate", False):
+        os.environ[ISOLATE_ENV] = "1"                 # read by runner.run_one, in every worker
     try:
         engine = os.environ.get("EVALSTOP_ENGINE", "auto")
         if engine not in ENGINES:

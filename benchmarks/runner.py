@@ -19,6 +19,7 @@ import importlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ ID_COLUMNS = ("experiment", "cell", "label", "policy", "base", "detector", "para
               "seed")
 BACKENDS = ("loky", "dask", "ray")
 CONNECT_S = 10   # seconds to reach a --scheduler-address before giving up
+ISOLATE_ENV = "EVALSTOP_ISOLATE"   # "1": every run's policy in its own process (set by --isolate)
 INSTALL = {"dask": "pip install 'evalstop-gym[dask]'", "ray": "pip install 'evalstop-gym[ray]'"}
 
 
@@ -107,7 +109,10 @@ def _value(v: Any) -> Any:
 def run_one(spec: RunSpec) -> dict[str, Any]:
     """Simulate one run; returns the run-file payload (row, job records, digest)."""
     start = time.perf_counter()
-    result = simulate(spec.config, make_policy(spec.cell.base, spec.cell.detector), spec.seed)
+    if os.environ.get(ISOLATE_ENV) == "1":   # --isolate: the policy decides in its own process
+        result = simulate(spec.config, spec.cell.policy, spec.seed, isolated=True)
+    else:
+        result = simulate(spec.config, make_policy(spec.cell.base, spec.cell.detector), spec.seed)
     c = spec.cell
     row = {"experiment": spec.experiment, "cell": c.key, "label": c.label, "policy": c.policy,
            "base": c.base, "detector": c.detector, "param": c.param, "value": _value(c.value),

@@ -85,7 +85,7 @@ def check_seed(seed: Any) -> int:
 
 
 def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: int,
-             engine: str | None = None) -> RunResult:
+             engine: str | None = None, isolated: bool = False) -> RunResult:
     """Run `policy` on the workload of `seed` to the end and score it.
 
     `config`: an experiment or platform name, a YAML path or a SimConfig (`resolve_config`);
@@ -93,9 +93,17 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
     `engine`: "auto" runs the compiled engine when the policy has a native form (`sim.native`),
     else the reference `Cluster`; "native" insists on the compiled one, "python" on the
     reference. Both give identical results. None reads EVALSTOP_ENGINE (default "auto").
+    `isolated`: the policy decides in a child process that sees only serialised views
+    (`evalstop_gym.isolation`), on the reference engine; the results are the same.
     """
     seed = check_seed(seed)
     config = resolve_config(config)
+    if isolated:
+        from .isolation import IsolatedPolicy
+
+        resolve_policy(policy)   # a bad name fails here, before a process starts
+        with IsolatedPolicy(policy) as remote:
+            return simulate(config, remote, seed, "native" if engine == "native" else "python")
     policy = resolve_policy(policy)
     policy.reset()
     spec = native.select(config, policy, engine)

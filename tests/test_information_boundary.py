@@ -7,13 +7,15 @@ import gc
 import numbers
 
 import numpy as np
+import pytest
 
+from evalstop_gym.policies import FIFO, SRTFEst
 from evalstop_gym.sim.cluster import CheckRequest, Cluster, ScheduleRequest
 from evalstop_gym.sim.jobs import Job
-from evalstop_gym.sim.protocols import CONTINUE
+from evalstop_gym.sim.kernel import SimulationError
+from evalstop_gym.sim.protocols import CONTINUE, Allocation
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView, make_view
 from evalstop_gym.sim.workload import generate_workload
-from evalstop_gym.policies import SRTFEst
 
 HIDDEN = {"is_hacking", "peak_progress", "duration", "eval_true", "eval_observed",
           "curve_params", "loss_params", "eval_points", "observations", "gpu_minutes_after_peak"}
@@ -73,3 +75,54 @@ def test_a_hacking_and_a_healthy_job_with_equal_observations_look_identical(smal
         setattr(healthy, field, getattr(hacking, field))
     assert hacking.duration != healthy.duration  # hidden truth still differs
     assert make_view(hacking, 50.0) == make_view(healthy, 50.0)
+
+
+class Prober:
+    """A base scheduler whose fast path asks to view a job of its choosing, then starts nothing
+    until the last job has arrived (FIFO after that)."""
+
+    name, milestones = "Prober", ()
+
+    def __init__(self, pick) -> None:
+        self.pick, self.seen = pick, []
+
+    def reset(self) -> None:
+        self.seen.clear()
+
+    def on_check(self, job, cluster):
+        return CONTINUE
+
+    def on_job_end(self, job) -> None:
+        pass
+
+    def schedule(self, cluster, waiting, running):
+        return FIFO().schedule(cluster, waiting, running)
+
+    def plan(self, cluster, changes, first):
+        job_id = self.pick(cluster, changes)
+        if job_id is not None:
+            self.seen.append((yield job_id))
+        return Allocation()
+
+
+def test_a_planner_cannot_view_a_job_that_has_not_arrived(small_config):
+    jobs = generate_workload(small_config, 2)
+    future = max(jobs, key=lambda j: j.arrival).job_id
+    prober = Prober(lambda cluster, changes: future)
+    with pytest.raises(SimulationError, match=f"job {future}, which is neither waiting nor "
+                                              "running"):
+        Cluster(small_config, jobs).run(prober)
+    assert prober.seen == []
+
+
+def test_a_planner_sees_waiting_jobs_but_not_unknown_ids(small_config):
+    jobs = generate_workload(small_config, 2)
+    waiting = Prober(lambda cluster, changes: changes[0][0].job_id)
+    cluster = Cluster(small_config, jobs)
+    cluster.next_decision(views=False)
+    cluster.answer_with_plan(waiting.plan)
+    assert [v.job_id for v in waiting.seen] == [0] and waiting.seen[0].state == "pending"
+    for bad in (len(jobs) + 5, -1, "0", [0]):
+        cluster.next_decision(views=False)
+        with pytest.raises(SimulationError, match="neither waiting nor running"):
+            cluster.answer_with_plan(Prober(lambda cluster, changes, bad=bad: bad).plan)

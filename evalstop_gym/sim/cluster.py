@@ -192,9 +192,22 @@ class Cluster:
         try:
             jid = next(gen)
             while True:
-                jid = gen.send(self._view(self.jobs[jid]))
+                jid = gen.send(self._view(self._visible(jid)))
         except StopIteration as done:
             return done.value
+
+    def _visible(self, job_id: Any) -> Job:
+        """A job a planner may be shown: one that has arrived and not ended (waiting or running),
+        as a plain scheduling pass would show it; anything else is the planner's error."""
+        try:
+            job = self.running.get(job_id) or self.waiting.get(job_id)
+        except TypeError:   # unhashable
+            job = None
+        if job is None:
+            raise SimulationError(f"planner asked to view job {job_id!r}, which is neither "
+                                  "waiting nor running: a planner sees only jobs that have "
+                                  "arrived and not ended")
+        return job
 
     def pop_finished(self) -> list[SchedulerJobView]:
         """Views of the jobs that ended since the last call (for detectors that learn from them)."""
