@@ -126,3 +126,33 @@ def test_a_planner_sees_waiting_jobs_but_not_unknown_ids(small_config):
         cluster.next_decision(views=False)
         with pytest.raises(SimulationError, match="neither waiting nor running"):
             cluster.answer_with_plan(Prober(lambda cluster, changes, bad=bad: bad).plan)
+
+
+def test_a_jobs_duration_is_hidden_until_it_has_trained(small_config):
+    """Two waiting jobs with the same request but different durations look identical."""
+    jobs = generate_workload(small_config, 6)
+    a = next(j for j in jobs if j.job_type == "rlhf")
+    b = next(j for j in jobs if j.job_type == "rlhf" and j.duration != a.duration and j is not a)
+    for field in ("job_id", "tenant", "gpus", "arrival", "loss_params"):
+        setattr(b, field, getattr(a, field))
+    assert make_view(a, 0.0) == make_view(b, 0.0)
+
+
+def test_a_running_jobs_rate_reveals_its_duration_as_view_py_documents(small_config):
+    """view.py documents that the training rate is observable and, with steady step times,
+    predicts the duration to float precision; this keeps that statement true (if step-time
+    noise is modelled, the documented error and this bound change together)."""
+    jobs = generate_workload(small_config, 3)
+    cluster, base, errors = Cluster(small_config, jobs), SRTFEst(), []
+    overhead = small_config.cluster.preemption_overhead_min
+    while (req := cluster.next_decision()) is not None:
+        if not isinstance(req, CheckRequest):
+            cluster.answer_schedule(base.schedule(req.cluster, req.waiting, req.running))
+            continue
+        v = req.job
+        evals = len(v.eval_scores) * getattr(small_config.job_types, v.job_type).eval_minutes
+        if v.progress > 0:
+            guess = (v.attained_minutes - evals - v.n_preemptions * overhead) / v.progress
+            errors.append(abs(guess / jobs[v.job_id].duration - 1))
+        cluster.answer_check(CONTINUE)
+    assert len(errors) > 100 and float(np.median(errors)) < 1e-12

@@ -3,6 +3,22 @@
 A `SchedulerJobView` is built by copying whitelisted fields out of the hidden job record into
 immutable plain values (ints, floats, strings, tuples of floats). It holds no reference to the job,
 its curves or its labels, so no attribute path from a view reaches hidden truth.
+
+What a platform knows, and so what a view carries: the job's request (type, GPUs, tenant,
+arrival), its state, the wall time it has held GPUs (`attained_minutes`, as billed), the training
+progress its trainer reports (steps done / steps planned) and the evals and losses it has logged.
+It does not know the job's duration before the job runs: `duration_estimate` is the type's mean.
+
+Once a job has trained, though, its training rate is observable, on a real platform as here
+(steps per second). Here every step takes the same time, so the rate predicts the rest exactly:
+`(attained - evals x eval_minutes - restarts x overhead) / progress`, or the clock between two
+of the job's checks, recovers the true duration to float precision (median relative error about
+1e-15, `tests/test_information_boundary.py`). This is documented, not hidden: withholding or
+rounding `attained_minutes` would not close it, since `ClusterView.now` at two checks of a job
+gives the same answer. Non-clairvoyance holds before a job's first training (its views equal
+those of any job with the same request); after that, the remaining-time knowledge a policy may
+extract is that of a platform with perfectly steady step times, an upper bound on what a real
+one, whose step times jitter, can know. Modelling that jitter would change every simulated run.
 """
 
 from __future__ import annotations
