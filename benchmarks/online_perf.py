@@ -27,9 +27,8 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from evalstop_gym.policies import DETECTORS
-
 from evalstop_gym.online import MonitorGroup, RunMonitor
+from evalstop_gym.policies import DETECTORS
 
 from .perf import NOTES_MARKER
 from .replay import replay
@@ -41,6 +40,7 @@ CONSTANT = ("EvalStop-2", "Patience-3", "LossPlateau-0-3", "CUSUM-0-3-0.05", "Me
 HISTORY = {"CUSUM-0-3": (1_000, 4_000), "DeclineTest-0.05": (1_000, 4_000),
            "BOCPD-0.5": (50, 200)}
 PEERS, PEER_EVALS = 5, 10_000
+WARM_UP = 20
 
 
 def _monitor(name: str, n: int) -> RunMonitor:
@@ -74,7 +74,9 @@ def traced(work: Callable[[], object]) -> float:
 
 
 def monitor_cost(name: str, n: int) -> tuple[float, float]:
-    """(updates per second, peak MB) of one run of n evals."""
+    """(updates per second, peak MB) of one run of n evals, after a short warm-up run (a
+    detector's first call may load or compile code once per process)."""
+    _feed(_monitor(name, WARM_UP), WARM_UP)
     monitor = _monitor(name, n)
     start = time.perf_counter()
     _feed(monitor, n)
@@ -96,6 +98,7 @@ def replay_cost(n: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "log.csv"
         write_log(path, n)
+        replay(read_logs([path]), ["EvalStop-2"])           # warm-up: imports, caches
         start = time.perf_counter()
         replay(read_logs([path]), ["EvalStop-2"])
         rate = n / (time.perf_counter() - start)

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
-from evalstop_gym.policies import PolicyNameError, make_detector
 
 from evalstop_gym.online import RunMonitor
+from evalstop_gym.policies import PolicyNameError, make_detector
 from evalstop_gym.sim.protocols import Detector
 from evalstop_gym.sim.view import SchedulerJobView
 from evalstop_gym.traces.logs import LogError, LoggedRun, read_logs

@@ -12,7 +12,9 @@ whose statistic is re-estimated from the whole series at every eval (CUSUM and B
 pooled noise estimate, BOCPD's run-length posterior) cost O(history) per update by definition.
 
 Progress is `step / max_steps` when `max_steps` is known; otherwise it is NaN ("unknown"), and
-rules that read progress (StopAt-p, MedianPruner's warm-up and alignment) never act.
+rules that read progress (StopAt-p, MedianPruner's warm-up and alignment) never act. A real run
+is asked only at its evals, so StopAt-p acts at the first eval at or past p (the simulator also
+asks at p itself when p falls between evals).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import zlib
 
 import numpy as np
 import pytest
-from evalstop_gym.policies import DETECTORS, FIFO, ComposedPolicy, make_detector
 
 from evalstop_gym.online import MonitorGroup
+from evalstop_gym.policies import DETECTORS, FIFO, ComposedPolicy, make_detector
 from evalstop_gym.sim.cluster import Cluster
 from evalstop_gym.sim.jobs import Job
 

@@ -1,1 +1,2 @@
-"""Thin adapters from training libraries (transformers, Lightning, Optuna, Ray Tune) to RunMonitor; each imports its library lazily."""
+"""Thin adapters from training libraries (transformers, Lightning, Optuna, Ray Tune) to
+RunMonitor; each imports its library lazily."""
