@@ -22,10 +22,10 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 import yaml
-from evalstop_gym.policies import parse_policy
 
 from evalstop_gym.config import SimConfig, read_yaml
 from evalstop_gym.experiment import experiment_path, load_experiment
+from evalstop_gym.policies import parse_policy
 from evalstop_gym.simulate import simulate
 
 from . import durable
@@ -42,6 +42,7 @@ FIT_POLICIES = (SRTF, EVAL2, SA65, LP)
 VALIDATION = ("e1", "e3")
 RANK = {REPRO: 3, FIT: 2, SAME: 1, NOT: 0}
 STEP = 0.1   # relative step of the one-at-a-time elasticities
+CALIBRATION_HEADING = "## Calibration of the lost constants\n"
 
 
 class Constant(NamedTuple):
@@ -311,7 +312,7 @@ def summary(search: Search, study: Any, defaults: Mapping[str, float], default_m
                if adopt else "**Keep the defaults**: the best constants either do not fit E2 "
                "better or make an E1/E3 claim (not fitted) worse.")
     return "\n".join([
-        "## Calibration of the lost constants\n",
+        CALIBRATION_HEADING,
         f"`evalstop-bench calibrate {' '.join(command(args))}`: Optuna TPE, "
         f"{len(study.trials)} "
         f"trials, each E2's cells {', '.join(FIT_POLICIES)} on seeds "

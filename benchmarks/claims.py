@@ -124,7 +124,7 @@ def ratio(exp: str, claim: str, paper: float, cell: Stat, ref: Stat, tol: float)
 def as_fit(row: Row, tuned: str) -> Row:
     """`row` for a figure that `tuned` (the constant named) was calibrated to: a held figure
     becomes a `fit`, since agreeing with one's own target is no test; a missed one stays missed."""
-    why = f"{row.why}; calibration target ({tuned} was tuned to it)"
+    why = f"{row.why}; a fit: {tuned} tuned to it"
     return row._replace(verdict=FIT if row.verdict == REPRO else row.verdict, why=why)
 
 

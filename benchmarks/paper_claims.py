@@ -35,6 +35,11 @@ from .stats import welch_p
 # 77% are all far below what stopping every RLHF job gives over healthy RLHF jobs, 100%).
 
 
+# The E2 figures `evalstop-bench calibrate` fitted the adopted constants to (eval minutes, the RLHF
+# loss residual, the DPO plateau) are fits wherever those constants move them (its elasticities).
+EVAL_COST = "job_types.*.eval_minutes (evalstop-bench calibrate)"
+
+
 def healthy_fpr(r: pd.DataFrame, **sel: object) -> str:
     """SPEC's FPR (over healthy RLHF jobs), shown beside the judged one."""
     return f"FP / healthy RLHF (SPEC's FPR): {fmt(stat(r, 'fpr', **sel), True)}"
@@ -86,7 +91,7 @@ def e2(r: pd.DataFrame) -> list[Row]:
     fast = sorted(s["jct"], key=lambda p: s["jct"][p].mean)[:2]
     return [
         as_fit(level("E2", "SRTF-Est mean JCT (min)", 1124, s["jct"][SRTF], 112.4),
-               "workload.arrival_rate_per_min"),
+               "workload.arrival_rate_per_min, with " + EVAL_COST),
         level("E2", "SRTF-Est wasted compute", 0.345, s["wasted_frac"][SRTF], 0.05, True,
               f"the stated curves allow {ceiling}"),
         bound("E2", "EvalStop-2 precision >= 95% (paper 98.3%)", ">= 95%",
@@ -95,12 +100,13 @@ def e2(r: pd.DataFrame) -> list[Row]:
               lambda v: v >= 0.95, True),
         bound("E2", "EvalStop-2 FPR <= 3% (paper 1.5%; FP / non-hacking)", "<= 3%",
               s["fpr_all"][EVAL2], lambda v: v <= 0.03, True, healthy_fpr(r, policy=EVAL2)),
-        delta("E2", "EvalStop-2 JCT improvement vs SRTF-Est", "jct", s["jct"][EVAL2],
-              s["jct"][SRTF], 9.4, 5, +1),
+        as_fit(delta("E2", "EvalStop-2 JCT improvement vs SRTF-Est", "jct", s["jct"][EVAL2],
+                     s["jct"][SRTF], 9.4, 5, +1), EVAL_COST),
         delta("E2", "EvalStop-2 wasted change vs SRTF-Est", "wasted_frac",
               s["wasted_frac"][EVAL2], s["wasted_frac"][SRTF], -21.8, 5, -1),
         level("E2", "EvalStop-2 jobs stopped", 93, s["n_stopped"][EVAL2], 14),
-        level("E2", "EvalStop-2 mean JCT (min)", 1018, s["jct"][EVAL2], 101.8),
+        as_fit(level("E2", "EvalStop-2 mean JCT (min)", 1018, s["jct"][EVAL2], 101.8),
+               EVAL_COST),
         level("E2", "EvalStop-2 wasted compute", 0.269, s["wasted_frac"][EVAL2], 0.05, True,
               f"above what no stopping at all allows: {ceiling}"),
         check("E2", "StopAt-0.5/0.65 have the best JCT", "best two", ", ".join(fast),
@@ -111,11 +117,13 @@ def e2(r: pd.DataFrame) -> list[Row]:
               f"configured hacking fraction {rate:.0%}"),
         level("E2", "StopAt-0.65 FPR (FP / non-hacking)", 0.645, s["fpr_all"][sa65], 0.05,
               True, healthy_fpr(r, policy=sa65)),
-        level("E2", "LossPlateau recall", 0.383, s["recall"][lp], 0.05, True),
+        as_fit(level("E2", "LossPlateau recall", 0.383, s["recall"][lp], 0.05, True),
+               "job_types.rlhf.loss.residual"),
         bound("E2", "LossPlateau recall <= 60%", "<= 60%", s["recall"][lp],
               lambda v: v <= 0.6, True),
-        level("E2", "LossPlateau FPR (FP / non-hacking)", 0.247, s["fpr_all"][lp], 0.05, True,
-              healthy_fpr(r, policy=lp)),
+        as_fit(level("E2", "LossPlateau FPR (FP / non-hacking)", 0.247, s["fpr_all"][lp], 0.05,
+                     True, healthy_fpr(r, policy=lp)),
+               "job_types.rlhf.loss.residual, job_types.dpo.loss.plateau_progress"),
         check("E2", "Jain's index with EvalStop within noise of SRTF-Est", "p > 0.05",
               f"{fmt(jain_e)} vs {fmt(jain_s)} (p = {jain_p:.3g})",
               min(jain_e.n, jain_s.n) > 1 and not jain_p <= 0.05,

@@ -23,6 +23,7 @@ from evalstop_gym.config import CONFIG_DIR, ConfigError
 from evalstop_gym.experiment import list_experiments
 
 from . import durable
+from .calibrate import CALIBRATION_HEADING
 from .claims import FIT, VERDICTS, Row
 from .learned_report import learned_section
 from .paper_claims import CLAIMS
@@ -124,10 +125,12 @@ def calibration_section(folders: Sequence[str]) -> str:
     parts = []
     for path in (Path(f) / "calibration.md" for f in folders):
         if path.exists():
-            parts.append(path.read_text())
+            when = datetime.datetime.fromtimestamp(path.stat().st_mtime).isoformat("T", "minutes")
+            body = path.read_text().removeprefix(CALIBRATION_HEADING)
+            parts.append(f"### `{path}` (written {when})\n{body}")
         else:
             log.warning("no %s: left out of the report", path)
-    return "\n".join(parts)
+    return "\n".join([CALIBRATION_HEADING, *parts]) if parts else ""
 
 
 def early_recall_note(e2: pd.DataFrame | None) -> str:

@@ -118,7 +118,7 @@ class LossCurve(Validated):
     initial: Range = _f((2.0, 3.0), 0, None, "loss at progress 0", lo_open=True)
     floor_fraction: Range = _f((0.2, 0.4), 0, 1, "floor as a fraction of the initial loss")
     plateau_progress: Range = _f((0.5, 0.7), 0, 1, "progress where the decay is done", lo_open=True)
-    residual: Range = _f((0.01, 0.08), 0, 1, "fraction of the drop still left at the plateau",
+    residual: Range = _f((0.01, 0.06), 0, 1, "fraction of the drop still left at the plateau",
                          lo_open=True)
 
 
@@ -127,7 +127,7 @@ class JobTypeConfig(Validated):
     duration_min: Range = _f((60.0, 360.0), 0, None, "true training minutes, uniform", lo_open=True,
                              **MINUTES_CAP)
     gpus: IntRange = _f((4, 8), 1, None, "GPU demand, uniform integer, inclusive", **GPUS_CAP)
-    eval_minutes: float = _f(2.0, 0, None, "minutes one eval occupies the job's GPUs",
+    eval_minutes: float = _f(0.8, 0, None, "minutes one eval occupies the job's GPUs",
                              **MINUTES_CAP)
     loss: LossCurve = field(default_factory=LossCurve)
 
@@ -140,9 +140,9 @@ class JobTypeConfig(Validated):
 @dataclass(frozen=True)
 class JobTypes(Validated):
     lora: JobTypeConfig = field(default_factory=lambda: JobTypeConfig(
-        (10.0, 60.0), (1, 2), 0.5, LossCurve((1.5, 2.5), (0.3, 0.5), (0.6, 1.0), (0.01, 0.05))))
+        (10.0, 60.0), (1, 2), 0.2, LossCurve((1.5, 2.5), (0.3, 0.5), (0.6, 1.0), (0.01, 0.05))))
     dpo: JobTypeConfig = field(default_factory=lambda: JobTypeConfig(
-        (30.0, 120.0), (2, 4), 1.0, LossCurve((0.6, 0.8), (0.3, 0.5), (0.5, 0.9), (0.01, 0.08))))
+        (30.0, 120.0), (2, 4), 0.4, LossCurve((0.6, 0.8), (0.3, 0.5), (0.88, 1.0), (0.01, 0.08))))
     rlhf: JobTypeConfig = field(default_factory=JobTypeConfig)
 
 

@@ -8,6 +8,7 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
+
 from evalstop_gym.benchmarks.calibrate import CONSTANTS, TARGETS, Search, misfit
 from evalstop_gym.benchmarks.cli import main
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from evalstop_gym.policies import parse_policy
-from evalstop_gym.policies.eval_sched import past_peak
 
 from evalstop_gym.config import SimConfig
+from evalstop_gym.policies import parse_policy
+from evalstop_gym.policies.eval_sched import past_peak
 from evalstop_gym.sim.cluster import Cluster, ScheduleRequest
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
