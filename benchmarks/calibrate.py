@@ -242,8 +242,9 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[pd.DataFrame, bo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="calibration", help="output folder (its study.sqlite "
-                   "resumes a search; default: calibration)")
+    p.add_argument("--out", default="results/calibration", help="output folder (its "
+                   "study.sqlite resumes a search; default: results/calibration, where "
+                   "`evalstop-bench report` looks)")
     p.add_argument("--trials", type=int, default=300, help="total TPE trials, the defaults "
                    "first (default 300; trials already stored count)")
     p.add_argument("--constants", nargs="+", metavar="NAME", default=None,
