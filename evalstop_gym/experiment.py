@@ -98,7 +98,7 @@ class Experiment:
                     extra.append(replace(template, base=base, detector=detector, label=""))
                 else:
                     extra.append(Cell(base=base, detector=detector))
-        return replace(self, cells=(*self.cells, *extra))
+        return replace(self, cells=(*self.cells, *extra)).checked()   # no duplicate cell
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Experiment:
         """The same experiment on a modified platform (tests: fewer jobs), validated."""

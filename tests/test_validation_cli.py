@@ -4,6 +4,7 @@ anything runs; a real bug still shows its traceback."""
 from __future__ import annotations
 
 import pytest
+
 from evalstop_gym.benchmarks import cli, pipeline, runner
 from evalstop_gym.benchmarks.cli import parse_overrides
 
@@ -81,3 +82,8 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "prepare", broken)
     with pytest.raises(ZeroDivisionError, match="a bug"):
         cli.main(["run", "e2", "--out", str(tmp_path)])
+
+
+def test_a_policy_that_is_already_a_cell_exits_2(capsys, tmp_path):
+    err = fails_cleanly(["run", "e2", "--out", str(tmp_path), "--policy", "SRTF-Est"], capsys)
+    assert "are the same cell 'SRTF-Est'" in err
