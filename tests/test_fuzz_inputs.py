@@ -13,16 +13,16 @@ import re
 
 import pytest
 import yaml
-from evalstop_gym.benchmarks import cli
-from evalstop_gym.benchmarks.cli import UsageError, parse_overrides
-from evalstop_gym.benchmarks.pipeline import prepare
-from evalstop_gym.policies import PolicyNameError
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from evalstop_gym.benchmarks import cli
+from evalstop_gym.benchmarks.cli import UsageError, parse_overrides
+from evalstop_gym.benchmarks.pipeline import prepare
 from evalstop_gym.config import CONFIG_DIR, ConfigError, SimConfig, load_sim_config, to_dict
 from evalstop_gym.experiment import load_experiment
 from evalstop_gym.metrics import METRIC_COLUMNS
+from evalstop_gym.policies import PolicyNameError
 from evalstop_gym.simulate import simulate
 
 FAST = settings(max_examples=150, deadline=None, derandomize=True, database=None,
