@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 
 from evalstop_gym.experiment import load_experiment  # noqa: E402
 
+from .durable import write_text  # noqa: E402
 from .figures import save  # noqa: E402
 from .runner import load_runs  # noqa: E402
 from .stats import improvement, paired_p, welch_p  # noqa: E402
@@ -311,7 +312,7 @@ def write_beyond(results_dir: Path, repo_root: Path) -> Path:
                   trace.read_text() if trace.exists() else "", summary, e2x,
                   corpus_markdown(Path(results_dir), repo_root / "figures"))
     path = repo_root / "BEYOND.md"
-    path.write_text(text)
+    write_text(path, text)
     log.info("wrote %s", path)
     return path
 
@@ -346,7 +347,6 @@ def corpus_markdown(results_dir: Path, figures_dir: Path | None = None) -> str:
     figures/beyond_corpus.{png,pdf}."""
     from evalstop_gym.traces.corpus import corpus_file
 
-    from .corpus.build import write_atomic
     from .corpus.scoring import score_corpus, summarise_corpus
     from .corpus.tables import corpus_section, e9_summary
 
@@ -355,7 +355,7 @@ def corpus_markdown(results_dir: Path, figures_dir: Path | None = None) -> str:
         scores = pd.read_csv(path)
     else:
         scores = score_corpus(CORPUS_DETECTORS)
-        write_atomic(path, scores.to_csv(index=False))
+        write_text(path, scores.to_csv(index=False))
     e9 = _read(results_dir, "e9")
     summary = summarise_corpus(scores)
     text = corpus_section(summary, None if e9 is None else e9_summary(e9),

@@ -20,8 +20,8 @@ from typing import Any
 
 from evalstop_gym.config import ConfigError, parse_yaml
 from evalstop_gym.experiment import list_experiments, load_experiment
-from evalstop_gym.sim.native import ENGINES
 from evalstop_gym.policies import PolicyNameError
+from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock
 from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
@@ -30,7 +30,8 @@ from .runner import BACKENDS, ISOLATE_ENV, BackendError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("evalstop_gym.benchmarks.cli", "name the experiments and their titles"),
     "run": ("evalstop_gym.benchmarks.cli", "run experiments (or 'all') and print their tables"),
-    "report": ("evalstop_gym.benchmarks.report", "run what is missing, then regenerate REPRODUCTION.md"),
+    "report": ("evalstop_gym.benchmarks.report",
+               "run what is missing, then regenerate REPRODUCTION.md"),
     "perf": ("evalstop_gym.benchmarks.perf", "simulator performance benchmark"),
     "replay": ("evalstop_gym.benchmarks.replay", "replay a real trace or training log"),
     "corpus": ("evalstop_gym.benchmarks.corpus.build", "build the real-curve corpus"),
@@ -158,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    saved = {key: os.environ.get(key) for key in ("EVALSTOP_ENGINE", ISOLATE_ENV)}
     if getattr(args, "engine", None):
         os.environ["EVALSTOP_ENGINE"] = args.engine   # read by simulate, in every worker too
     if getattr(args, "isolate", False):
@@ -174,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("evalstop-bench: interrupted; finished runs are kept, run again to resume",
               file=sys.stderr)
         return 130
+    finally:  # a caller in the same process (a test, a notebook) gets its environment back
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 if __name__ == "__main__":

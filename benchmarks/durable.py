@@ -44,6 +44,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TMP_PREFIX, suffix=f".part{path.suffix}")
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes it private; outputs are for everyone
         yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
@@ -52,9 +53,15 @@ def atomic_path(path: Path) -> Iterator[Path]:
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: Path, text: str) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_json(path: Path, payload: Any, default: Callable[[Any], Any] | None = None) -> None:

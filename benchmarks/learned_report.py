@@ -23,7 +23,7 @@ METRICS = (("reward", "reward", 1.0, 1), ("JCT (min)", "jct", 1.0, 0),
 
 def training_command(args: dict) -> str:
     """The command line that reproduces a training run from its recorded arguments."""
-    return " ".join(["python -m evalstop_gym.benchmarks.train_stop_policy", f"--algo {args['algo']}",
+    return " ".join(["evalstop-bench train", f"--algo {args['algo']}",
                      f"--total-timesteps {args['total_timesteps']}", f"--seed {args['seed']}",
                      f"--out {shlex.quote(str(args['out']))}"])
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 from evalstop_gym.online import MonitorGroup, RunMonitor
 from evalstop_gym.policies import DETECTORS
 
+from .durable import write_text
 from .perf import NOTES_MARKER
 from .replay import replay
 from .tables import to_markdown
@@ -165,10 +165,7 @@ def write_block(path: Path, text: str) -> None:
         updated = f"{head}{NOTES_MARKER}\n\n{text}\n{tail}"
     else:
         updated = f"{current.rstrip()}\n\n{NOTES_MARKER}\n\n{text}\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".md")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(updated)
-    os.replace(tmp, path)
+    write_text(path, updated)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pandas as pd
-from evalstop_gym.policies import make_policy
 
 from evalstop_gym.experiment import Experiment, load_experiment
+from evalstop_gym.policies import make_policy
 
 from . import durable
 from .runner import SweepResult, run_sweep

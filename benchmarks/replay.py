@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -37,6 +35,7 @@ from evalstop_gym.sim.view import SchedulerJobView
 from evalstop_gym.traces.logs import LogError, LoggedRun, read_logs
 
 from . import tables
+from .durable import write_csv
 
 DEFAULT_DETECTORS = ("EvalStop-2", "Patience-3", "CUSUM-0-3", "BOCPD-0.5", "MedianPruner")
 GROUP_BY = ("metric", "file", "run", "none")
@@ -172,14 +171,7 @@ def write_csv_atomic(table: pd.DataFrame, path: Path) -> None:
     """The table written to a temp file beside `path`, then renamed onto it."""
     if not path.parent.is_dir():
         raise LogError(f"--csv {path}: folder {path.parent} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            table.to_csv(fh, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_csv(table, path)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -32,7 +32,7 @@ from .runner import load_runs
 from .tables import to_markdown
 
 log = logging.getLogger(__name__)
-BEYOND = ("e7x", "e8x", "e2x", "philly")
+BEYOND = ("e7x", "e8x", "e2x", "philly", "e9")
 LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/ppo_stop_seed20000"),
                 Path("runs/ppo_stop_seed30000"), Path("runs/dqn_stop"))
 

@@ -34,8 +34,8 @@ import evalstop_gym.policies as policies
 from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
 from evalstop_gym.metrics import METRIC_COLUMNS
-from evalstop_gym.simulate import simulate
 from evalstop_gym.policies import make_policy
+from evalstop_gym.simulate import simulate
 
 from . import durable
 

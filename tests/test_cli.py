@@ -77,7 +77,8 @@ def test_run_prints_the_table_and_writes_the_files(capsys, tmp_path):
 
 
 def test_a_subcommand_whose_module_is_missing_is_skipped(monkeypatch, capsys):
-    monkeypatch.setitem(cli.SUBCOMMANDS, "ghost", ("evalstop_gym.benchmarks.no_such_module", "absent"))
+    monkeypatch.setitem(cli.SUBCOMMANDS, "ghost",
+                        ("evalstop_gym.benchmarks.no_such_module", "absent"))
     parser = cli.build_parser()
     with pytest.raises(SystemExit):
         parser.parse_args(["ghost"])
@@ -127,3 +128,13 @@ def test_engine_flag_runs_either_engine_to_the_same_files(capsys, tmp_path, monk
     capsys.readouterr()
     assert ((tmp_path / "python" / "runs.csv").read_bytes()
             == (tmp_path / "native" / "runs.csv").read_bytes())
+
+
+def test_engine_and_isolate_options_leave_the_callers_environment_as_it_was(tmp_path):
+    """`main` called in process (tests, notebooks) must not make later runs isolated or pinned."""
+    import os
+
+    before = {k: os.environ.get(k) for k in ("EVALSTOP_ENGINE", "EVALSTOP_ISOLATE")}
+    assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path / "o"), "--engine", "python",
+                     "--isolate"]) == 0
+    assert {k: os.environ.get(k) for k in before} == before

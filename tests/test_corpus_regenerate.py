@@ -9,9 +9,9 @@ from __future__ import annotations
 import csv
 
 import pytest
+
 from evalstop_gym.benchmarks.corpus import reward_hacking, supervised
 from evalstop_gym.benchmarks.corpus.build import COLUMNS, to_csv
-
 from evalstop_gym.traces.corpus import corpus_file
 
 pytest.importorskip("torch")

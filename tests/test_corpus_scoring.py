@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
+
 from evalstop_gym.benchmarks.corpus.scoring import eval_index, score_corpus, summarise_corpus
 from evalstop_gym.benchmarks.corpus.tables import corpus_section, target_lines
-
 from evalstop_gym.traces.corpus import corpus_file, load_family
 
 

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from evalstop_gym.policies import DeclineTest, SRTFEst, parse_policy
-from evalstop_gym.policies.decline_test import decline_evidence
 from scipy import stats
 
+from evalstop_gym.policies import DeclineTest, SRTFEst, parse_policy
+from evalstop_gym.policies.decline_test import decline_evidence
 from evalstop_gym.sim.native_kernel import decline_critical
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 

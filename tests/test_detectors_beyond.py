@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import evalstop_gym.policies as policies
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.policies.bocpd import BOCPD, p_turned_down, run_length_posterior
 from evalstop_gym.policies.cusum import CUSUM, cusum_down
 from evalstop_gym.policies.median_pruner import MedianPruner
 from evalstop_gym.policies.noise_estimate import PooledNoise
 from evalstop_gym.policies.patience import Patience, evals_without_improvement
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 CLUSTER = ClusterView(now=0.0, total_gpus=8, free_gpus=0, n_waiting=0, n_running=1)
 GRID = (0.15, 0.30, 0.45, 0.60, 0.75, 0.90, 1.0)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalstop_gym.policies import parse_policy
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from evalstop_gym.policies import parse_policy
 
 
 def test_same_seed_same_run_bit_for_bit(small_config):

@@ -9,10 +9,10 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
-from evalstop_gym.policies import make_policy
 
 import evalstop_gym  # noqa: F401
 from evalstop_gym.env import HeuristicAgent, StopObservation, TableObservation
+from evalstop_gym.policies import make_policy
 from evalstop_gym.sim.jobs import JobState, Observation
 from evalstop_gym.sim.view import ClusterView, make_view
 from evalstop_gym.sim.workload import generate_workload
@@ -80,8 +80,9 @@ def test_full_mode_with_no_stops_and_no_picks_is_the_base_scheduler():
 
 def test_learned_detector_acts_the_same_through_env_and_simulate(tmp_path):
     """An (untrained) SB3 model: `model:` detector via simulate == model.predict via the env."""
-    from evalstop_gym.policies import parse_policy
     from stable_baselines3 import PPO
+
+    from evalstop_gym.policies import parse_policy
 
     env = gym.make("EvalStopCluster-v0", config="e2", **SMALL)
     model = PPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu")

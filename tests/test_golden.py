@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from evalstop_gym.config import load_sim_config
-from evalstop_gym.simulate import simulate
 from evalstop_gym.policies import parse_policy
+from evalstop_gym.simulate import simulate
 
 FIXTURE = Path(__file__).parent / "data" / "golden_e2_small.csv"
 PLATFORM = FIXTURE.with_suffix(".yaml")   # frozen copy of the defaults the fixture was written with

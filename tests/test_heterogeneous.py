@@ -8,12 +8,12 @@ import pytest
 
 import evalstop_gym  # noqa: F401  (registers the env)
 from evalstop_gym.config import ConfigError, load_sim_config
+from evalstop_gym.policies import parse_policy
 from evalstop_gym.sim.cluster import CheckRequest, Cluster
 from evalstop_gym.sim.jobs import Job
 from evalstop_gym.sim.protocols import Allocation
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from evalstop_gym.policies import parse_policy
 
 TWO_KINDS = [{"name": "fast", "count": 16, "speed": 1.5},
              {"name": "slow", "count": 16, "speed": 0.75}]

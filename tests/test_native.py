@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from evalstop_gym.config import load_sim_config
+from evalstop_gym.policies import EvalStop, SRTFEst, parse_policy
 from evalstop_gym.sim import native
 from evalstop_gym.sim.cluster import Cluster
 from evalstop_gym.sim.jobs import Job
@@ -26,7 +27,6 @@ from evalstop_gym.sim.native import KEY_REMAINING_ESTIMATE, RULE_DECLINES
 from evalstop_gym.sim.view import SchedulerJobView
 from evalstop_gym.sim.workload import JOB_TYPES, generate_workload
 from evalstop_gym.simulate import run_jobs, score, simulate
-from evalstop_gym.policies import EvalStop, SRTFEst, parse_policy
 
 REPO = Path(__file__).parent.parent
 DEFAULTS = REPO / "configs" / "defaults.yaml"

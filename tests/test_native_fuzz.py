@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from evalstop_gym.config import load_sim_config
+from evalstop_gym.policies import parse_policy
 from evalstop_gym.sim import native
 from evalstop_gym.sim.jobs import JobState
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from evalstop_gym.policies import parse_policy
 
 DEFAULTS = Path(__file__).parent.parent / "configs" / "defaults.yaml"
 BASES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched")

@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from evalstop_gym.policies import parse_policy
 
 import evalstop_gym
 from evalstop_gym.config import ConfigError
 from evalstop_gym.experiment import load_experiment
+from evalstop_gym.policies import parse_policy
 
 SMALL = {"workload.n_jobs": 20}
 

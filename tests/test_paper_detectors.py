@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
-from evalstop_gym.policies import EvalStop, LossPlateau, PolicyNameError, StopAt, make_detector, parse_policy
+from evalstop_gym.policies import (
+    EvalStop,
+    LossPlateau,
+    PolicyNameError,
+    StopAt,
+    make_detector,
+    parse_policy,
+)
 from evalstop_gym.policies.eval_stop import decline_count
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 CLUSTER = ClusterView(now=0.0, total_gpus=8, free_gpus=0, n_waiting=0, n_running=1)
 

@@ -6,13 +6,13 @@ import random
 
 import pytest
 
+from evalstop_gym.policies import FIFO, SJFEst, SRTFEst, parse_policy
+from evalstop_gym.policies.base import PriorityScheduler
+from evalstop_gym.policies.priority_index import PriorityIndex
 from evalstop_gym.sim.cluster import Cluster, ScheduleRequest
 from evalstop_gym.sim.protocols import CONTINUE, Allocation
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.sim.workload import generate_workload
-from evalstop_gym.policies import FIFO, SJFEst, SRTFEst, parse_policy
-from evalstop_gym.policies.base import PriorityScheduler
-from evalstop_gym.policies.priority_index import PriorityIndex
 
 BASES = ["FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+
 from evalstop_gym.benchmarks import cli, figures
 from evalstop_gym.benchmarks.pipeline import prepare, variant
 from evalstop_gym.benchmarks.tables import terminal_table

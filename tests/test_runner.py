@@ -83,8 +83,8 @@ def test_killed_subprocess_resumes_to_the_same_runs_csv(tmp_path):
     yaml_path = tiny_yaml(tmp_path, n_jobs=60)
     out = tmp_path / "killed"
     run_dir = out / "tiny" / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run", str(yaml_path),
-                             "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run",
+                             str(yaml_path), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and len(list(run_dir.glob("*.json"))) < 2:

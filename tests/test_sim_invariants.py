@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evalstop_gym.policies import parse_policy
 from evalstop_gym.sim.cluster import CheckRequest, Cluster
 from evalstop_gym.sim.jobs import Job
 from evalstop_gym.sim.kernel import EventQueue, SimulationError
 from evalstop_gym.sim.protocols import Allocation
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
-from evalstop_gym.policies import parse_policy
 
 POLICIES = ["SRTF-Est", "FIFO", "SJF-Est", "LossAware", "EvalSched", "EvalStop-2+SRTF-Est",
             "StopAt-0.65+SRTF-Est", "LossPlateau+FIFO", "EvalStop-1+LossAware"]

@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from evalstop_gym.benchmarks.stats import compare, improvement, mean_ci, reference_of, summarize, welch_p
+from evalstop_gym.benchmarks.stats import (
+    compare,
+    improvement,
+    mean_ci,
+    reference_of,
+    summarize,
+    welch_p,
+)
 
 
 def test_mean_ci_on_three_values():

@@ -9,6 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
+
 from evalstop_gym.benchmarks import cli
 
 TINY = ["--total-timesteps", "128", "--n-envs", "1", "--eval-seeds", "1", "2",

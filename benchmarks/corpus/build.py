@@ -15,15 +15,14 @@ import csv
 import io
 import json
 import logging
-import os
 import platform
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from evalstop_gym.traces.corpus import FAMILIES, corpus_file, read_runs
 
+from ..durable import write_text
 from . import reward_hacking, supervised
 
 log = logging.getLogger(__name__)
@@ -42,20 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="folder to write to (default: the package's traces/data/corpus)")
     p.add_argument("--only", choices=FAMILIES, default=None, help="rebuild one family only")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temp file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)   # mkstemp makes it private; data files are for everyone
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -113,11 +98,11 @@ def main(args: argparse.Namespace) -> int:
     with tqdm(total=total, desc="corpus runs", unit="run") as bar:
         for family in families:
             rows = train_family(family, lambda: bar.update(1))
-            write_atomic(out / corpus_file(family).name, to_csv(rows, COLUMNS[family]))
+            write_text(out / corpus_file(family).name, to_csv(rows, COLUMNS[family]))
     old = out / "provenance.json"
     doc = json.loads(old.read_text()) if old.exists() and args.only else {"families": {}}
     new = provenance(families, out)
     new["families"] = {**doc.get("families", {}), **new["families"]}
-    write_atomic(old, json.dumps(new, indent=1) + "\n")
+    write_text(old, json.dumps(new, indent=1) + "\n")
     log.info("corpus written to %s", out)
     return 0

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from evalstop_gym.policies import make_detector
 
+from evalstop_gym.policies import make_detector
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.sim.workload import eval_points
 from evalstop_gym.traces.corpus import FAMILIES, CorpusRun, at_progress, load_family
