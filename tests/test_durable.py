@@ -159,3 +159,32 @@ def test_two_concurrent_sweeps_on_one_out_lose_no_run_and_corrupt_no_file(tmp_pa
             assert (out / folder / name).read_bytes() == a, f"{folder}/{name}"
     assert len(list((out / "durable" / "runs").glob("*.json"))) == 12
     assert not temp_files(out)
+
+
+def test_ctrl_c_keeps_every_finished_run(tmp_path, reference):
+    """SIGINT a parallel sweep once some runs are saved: it exits 130, every run file on disk is
+    whole and none saved before the interrupt is lost; the rerun completes the same outputs."""
+    exp, out = reference[0], tmp_path / "out"
+    runs = out / "durable" / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run", exp,
+                             "--out", str(out), "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def run_files() -> set[Path]:
+        return {p for p in runs.glob("*.json") if not p.name.startswith(durable.TMP_PREFIX)}
+
+    deadline, saved = time.time() + 120, set()
+    while time.time() < deadline and len(saved) < 2 and proc.poll() is None:
+        saved = run_files() if runs.is_dir() else set()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "finished runs are kept" in err
+    after = run_files()
+    assert saved <= after and len(after) < 12
+    for path in after:
+        assert json.loads(path.read_text())["digest"]   # whole JSON, never a partial write
+    assert cli.main(["run", exp, "--out", str(out)]) == 0
+    assert not temp_files(out)
+    expected = {name: (reference[1] / "durable" / name).read_bytes() for name in OUTPUTS}
+    assert all(whole(out / "durable" / name, expected) for name in OUTPUTS)
