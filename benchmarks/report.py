@@ -49,9 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "BEYOND.md")
     p.add_argument("--learned", nargs="*", default=[str(d) for d in LEARNED_DIRS],
                    help="training output folders whose results.csv go into the report")
-    p.add_argument("--calibration", nargs="*", default=["results/calibration"],
+    p.add_argument("--calibration", nargs="*", default=None,
                    help="folders of `evalstop-bench calibrate` runs whose calibration.md (the "
-                        "search's result and sensitivity table) go into the report")
+                        "search's result and sensitivity table) go into the report (default: "
+                        "every OUT/calibration* folder)")
     p.add_argument("--train-rl", action="store_true",
                    help="train the PPO and DQN stop policies first where results are missing "
                         "(a few minutes each)")
@@ -118,6 +119,13 @@ def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: f
                          if (out / n / "table.md").exists()],
     ]
     return "\n".join(parts)
+
+
+def calibration_folders(out: Path, given: Sequence[str] | None) -> list[str]:
+    """The folders named, or every `calibrate` run kept under --out."""
+    if given is not None:
+        return list(given)
+    return [str(p) for p in sorted(out.glob("calibration*")) if p.is_dir()]
 
 
 def calibration_section(folders: Sequence[str]) -> str:
@@ -193,8 +201,9 @@ def main(args: argparse.Namespace) -> int:
         train_missing(learned_dirs)
     runs = {n: load_runs(out / n / "runs.csv") for n in names}
     figures = copy_figures(out, Path(args.reproduction).resolve().parent)
+    calibration = calibration_section(calibration_folders(out, args.calibration))
     text = render(runs, out, sweep_s, total_cpu_seconds(out, names), "evalstop-bench report",
-                  learned_section(learned_dirs), figures, calibration_section(args.calibration))
+                  learned_section(learned_dirs), figures, calibration)
     durable.write_text(Path(args.reproduction), text)
     print(f"wrote {args.reproduction} ({sweep_s:.1f} s)")
     if args.beyond:  # BEYOND.md (and its figures/) go beside REPRODUCTION.md
