@@ -86,12 +86,15 @@ def test_killed_subprocess_resumes_to_the_same_runs_csv(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run",
                              str(yaml_path), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def saved() -> int:   # whole run files; a write in progress is a .tmp-* file beside them
+        return sum(not p.name.startswith(".tmp-") for p in run_dir.glob("*.json"))
+
     deadline = time.time() + 120
-    while time.time() < deadline and len(list(run_dir.glob("*.json"))) < 2:
+    while time.time() < deadline and saved() < 2:
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    done_at_kill = len(list(run_dir.glob("*.json")))
+    done_at_kill = saved()
     assert 2 <= done_at_kill < 12, "the kill should land mid-sweep"
     exp = load_experiment(yaml_path)
     resumed = run_sweep(exp, out)
