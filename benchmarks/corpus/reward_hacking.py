@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .seeding import deterministic_torch
+
 N_EVALS = 60
 N_ACTIONS, N_FEATURES, N_RFF = 512, 8, 96
 WORLD_SEED = 7
@@ -81,9 +83,7 @@ def train_run(run: RewardRun) -> list[dict[str, object]]:
     """Optimise the policy against the proxy; one row per eval (replay CSV format + extras)."""
     import torch
 
-    torch.manual_seed(run.seed)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch(run.seed)
     w = world()
     proxy = torch.from_numpy(fit_proxy(run, w))
     gold = torch.from_numpy(w["gold"])

@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .seeding import deterministic_torch
+
 N_EVALS = 60
 SPLIT_SEED = 0
 SCHEDULES = ("constant", "step", "cosine", "warmup_decay", "one_cycle")
@@ -137,9 +139,7 @@ def train_run(run: SupervisedRun) -> list[dict[str, object]]:
     """Train one run; one row per eval in the replay CSV format (plus the extra columns)."""
     import torch
 
-    torch.manual_seed(run.seed)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch(run.seed)
     data = _split()
     rng = np.random.default_rng(run.seed)
     x_np, y_np = data["train"][0][:run.train_size], data["train"][1][:run.train_size].copy()

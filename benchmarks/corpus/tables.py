@@ -103,25 +103,24 @@ def best_lines(e9: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _frontier_rows(frame: pd.DataFrame, by: str, fpr: str, suffix: str = "") -> list[dict]:
+    """One row per (group, DeclineTest alpha): its `fpr` column and recall at each density."""
+    rows = []
+    for (group, det), sub in frame[frame["detector"].str.startswith("DeclineTest")].groupby(
+            [by, "detector"], sort=False):
+        row = {"group": f"{group}{suffix}", "detector": det}
+        for d in DENSITIES:
+            hit = sub[sub["density"] == d]
+            row[f"FPR / recall @{d}"] = (f"{pct(hit[fpr].iloc[0])} / "
+                                         f"{pct(hit['recall'].iloc[0])}" if len(hit) else "–")
+        rows.append(row)
+    return rows
+
+
 def frontier_table(e9: pd.DataFrame, corpus: pd.DataFrame) -> str:
     """DeclineTest's false stops against recall as alpha varies, per group and density."""
-    rows = []
-    for (group, det), sub in e9[e9["detector"].str.startswith("DeclineTest")].groupby(
-            ["group", "detector"], sort=False):
-        row = {"group": group, "detector": det}
-        for d in DENSITIES:
-            hit = sub[sub["density"] == d]
-            row[f"FPR / recall @{d}"] = (f"{pct(hit['fpr'].iloc[0])} / "
-                                         f"{pct(hit['recall'].iloc[0])}" if len(hit) else "–")
-        rows.append(row)
-    for (family, det), sub in corpus[corpus["detector"].str.startswith("DeclineTest")].groupby(
-            ["family", "detector"], sort=False):
-        row = {"group": f"{family} (run by run)", "detector": det}
-        for d in DENSITIES:
-            hit = sub[sub["density"] == d]
-            row[f"FPR / recall @{d}"] = (f"{pct(hit['false_stops'].iloc[0])} / "
-                                         f"{pct(hit['recall'].iloc[0])}" if len(hit) else "–")
-        rows.append(row)
+    rows = (_frontier_rows(e9, "group", "fpr")
+            + _frontier_rows(corpus, "family", "false_stops", " (run by run)"))
     return to_markdown(pd.DataFrame(rows))
 
 
