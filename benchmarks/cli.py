@@ -25,7 +25,7 @@ from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock
 from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
-from .runner import BACKENDS, ISOLATE_ENV, BackendError
+from .runner import BACKENDS, BackendError, RunOptions
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("evalstop_gym.benchmarks.cli", "name the experiments and their titles"),
@@ -103,6 +103,11 @@ def check_sweep_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--seeds {args.seeds}: expected distinct whole numbers >= 0")
 
 
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """--engine and --isolate, carried by every run's spec to whichever worker runs it."""
+    return RunOptions(getattr(args, "engine", None), bool(getattr(args, "isolate", False)))
+
+
 def main_run(args: argparse.Namespace) -> int:
     check_sweep_args(args)
     overrides = parse_overrides(args.overrides)
@@ -112,7 +117,7 @@ def main_run(args: argparse.Namespace) -> int:
     with out_lock(Path(args.out)) as out:   # a second sweep on the same --out waits for this one
         for exp in exps:
             done = run_experiment(exp, out, args.seeds, args.workers, args.backend,
-                                  args.scheduler_address)
+                                  args.scheduler_address, run_options(args))
             print(done.terminal())   # all columns: table.md, summary.csv
             print(f"{exp.name}: {len(done.sweep.runs)} runs ({done.sweep.n_ran} new) in "
                   f"{done.sweep.wall_s:.1f} s -> {done.directory}\n")
@@ -159,13 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    saved = {key: os.environ.get(key) for key in ("EVALSTOP_ENGINE", ISOLATE_ENV)}
-    if getattr(args, "engine", None):
-        os.environ["EVALSTOP_ENGINE"] = args.engine   # read by simulate, in every worker too
-    if getattr(args, "isolate", False):
-        os.environ[ISOLATE_ENV] = "1"                 # read by runner.run_one, in every worker
     try:
-        engine = os.environ.get("EVALSTOP_ENGINE", "auto")
+        engine = getattr(args, "engine", None) or os.environ.get("EVALSTOP_ENGINE", "auto")
         if engine not in ENGINES:
             raise UsageError(f"EVALSTOP_ENGINE={engine!r}: expected one of {', '.join(ENGINES)}")
         return int(args.handler(args) or 0)
@@ -176,12 +176,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("evalstop-bench: interrupted; finished runs are kept, run again to resume",
               file=sys.stderr)
         return 130
-    finally:  # a caller in the same process (a test, a notebook) gets its environment back
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 if __name__ == "__main__":

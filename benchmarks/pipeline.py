@@ -24,7 +24,7 @@ from evalstop_gym.experiment import Experiment, load_experiment
 from evalstop_gym.policies import make_policy
 
 from . import durable
-from .runner import SweepResult, run_sweep
+from .runner import DEFAULT_OPTIONS, RunOptions, SweepResult, run_sweep
 from .stats import summary_table
 from .tables import experiment_markdown, terminal_table
 
@@ -115,10 +115,10 @@ def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:
 
 
 def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = None,
-                   workers: int = 1, backend: str = "loky",
-                   address: str | None = None) -> ExperimentOutput:
+                   workers: int = 1, backend: str = "loky", address: str | None = None,
+                   options: RunOptions = DEFAULT_OPTIONS) -> ExperimentOutput:
     with durable.out_lock(out):
-        result = run_sweep(exp, out, seeds, workers, backend, address)
+        result = run_sweep(exp, out, seeds, workers, backend, address, options)
         directory = Path(out) / exp.name
         md = write_outputs(exp, result, directory)
     log.info("%s: %d runs (%d new) in %.1f s", exp.name, len(result.runs), result.n_ran,

@@ -174,26 +174,28 @@ def train_missing(folders: list[Path]) -> None:
 def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace, root: Path) -> Path:
     """The experiments beyond the paper, then `root`/BEYOND.md; philly only if the trace exists."""
     from .beyond import write_beyond
+    from .cli import run_options
 
     for name in BEYOND:
         try:
             exp = prepare(name, overrides)
             run_experiment(exp, out, args.seeds, args.workers, args.backend,
-                           args.scheduler_address)
+                           args.scheduler_address, run_options(args))
         except ConfigError as exc:  # e.g. the Philly trace is not on this machine
             log.warning("skipping %s: %s", name, exc)
     return write_beyond(out, root)
 
 
 def main(args: argparse.Namespace) -> int:
-    from .cli import check_sweep_args, parse_overrides
+    from .cli import check_sweep_args, parse_overrides, run_options
 
     check_sweep_args(args)
     out, overrides = Path(args.out), parse_overrides(args.overrides)
     start = time.perf_counter()
     names = [n for n in MATRIX if n in list_experiments()]
     for exp in [prepare(n, overrides) for n in names]:
-        run_experiment(exp, out, args.seeds, args.workers, args.backend, args.scheduler_address)
+        run_experiment(exp, out, args.seeds, args.workers, args.backend, args.scheduler_address,
+                       run_options(args))
     collate_out(out)
     sweep_s = time.perf_counter() - start
     learned_dirs = [Path(d) for d in args.learned]

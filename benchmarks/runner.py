@@ -19,7 +19,6 @@ import importlib
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -45,7 +44,6 @@ ID_COLUMNS = ("experiment", "cell", "label", "policy", "base", "detector", "para
               "seed")
 BACKENDS = ("loky", "dask", "ray")
 CONNECT_S = 10   # seconds to reach a --scheduler-address before giving up
-ISOLATE_ENV = "EVALSTOP_ISOLATE"   # "1": every run's policy in its own process (set by --isolate)
 INSTALL = {"dask": "pip install 'evalstop-gym[dask]'", "ray": "pip install 'evalstop-gym[ray]'"}
 
 
@@ -65,6 +63,17 @@ def code_digest() -> str:
     return h.hexdigest()[:16]
 
 
+class RunOptions(NamedTuple):
+    """How runs are carried out, not what they compute (results are identical either way), so
+    they travel with each spec to any worker, local or remote, and stay out of its digest."""
+
+    engine: str | None = None   # "auto", "native" or "python"; None: EVALSTOP_ENGINE or auto
+    isolated: bool = False      # each policy in a process of its own (`simulate(isolated=True)`)
+
+
+DEFAULT_OPTIONS = RunOptions()
+
+
 class RunSpec(NamedTuple):
     """One run: everything a worker needs, picklable."""
 
@@ -73,6 +82,7 @@ class RunSpec(NamedTuple):
     seed: int
     config: SimConfig
     code: str  # code_digest() of the process that planned the sweep, so workers agree with it
+    options: RunOptions = DEFAULT_OPTIONS
 
     @property
     def digest(self) -> str:
@@ -94,9 +104,10 @@ class SweepResult(NamedTuple):
     wall_s: float
 
 
-def specs(exp: Experiment, seeds: Sequence[int] | None = None) -> list[RunSpec]:
+def specs(exp: Experiment, seeds: Sequence[int] | None = None,
+          options: RunOptions = DEFAULT_OPTIONS) -> list[RunSpec]:
     """All runs of an experiment, in cell order then seed order."""
-    return [RunSpec(exp.name, cell, int(s), exp.cell_config(cell), code_digest())
+    return [RunSpec(exp.name, cell, int(s), exp.cell_config(cell), code_digest(), options)
             for cell in exp.cells for s in (seeds or exp.seeds)]
 
 
@@ -109,10 +120,12 @@ def _value(v: Any) -> Any:
 def run_one(spec: RunSpec) -> dict[str, Any]:
     """Simulate one run; returns the run-file payload (row, job records, digest)."""
     start = time.perf_counter()
-    if os.environ.get(ISOLATE_ENV) == "1":   # --isolate: the policy decides in its own process
-        result = simulate(spec.config, spec.cell.policy, spec.seed, isolated=True)
+    engine, isolated = spec.options
+    if isolated:   # the policy decides in its own process, from serialised views
+        result = simulate(spec.config, spec.cell.policy, spec.seed, engine, isolated=True)
     else:
-        result = simulate(spec.config, make_policy(spec.cell.base, spec.cell.detector), spec.seed)
+        policy = make_policy(spec.cell.base, spec.cell.detector)
+        result = simulate(spec.config, policy, spec.seed, engine)
     c = spec.cell
     row = {"experiment": spec.experiment, "cell": c.key, "label": c.label, "policy": c.policy,
            "base": c.base, "detector": c.detector, "param": c.param, "value": _value(c.value),
@@ -267,10 +280,11 @@ def collate(todo: Sequence[RunSpec], run_dir: Path) -> tuple[pd.DataFrame, ...]:
 
 
 def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, workers: int = 1,
-              backend: str = "loky", address: str | None = None) -> SweepResult:
+              backend: str = "loky", address: str | None = None,
+              options: RunOptions = DEFAULT_OPTIONS) -> SweepResult:
     """Run whatever of `exp` is missing under out/<exp>/runs/ and collate all of it."""
     start = time.perf_counter()
-    todo = specs(exp, seeds)
+    todo = specs(exp, seeds, options)
     run_dir = Path(out) / exp.name / "runs"
     with durable.out_lock(out):  # one sweep per OUT; removes temp files a killed one left
         pending = missing(todo, run_dir)

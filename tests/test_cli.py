@@ -138,3 +138,25 @@ def test_engine_and_isolate_options_leave_the_callers_environment_as_it_was(tmp_
     assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path / "o"), "--engine", "python",
                      "--isolate"]) == 0
     assert {k: os.environ.get(k) for k in before} == before
+
+
+def test_engine_and_isolate_travel_with_each_run_spec(tmp_path, monkeypatch):
+    """--engine and --isolate reach the run itself (any worker), and never its digest."""
+    from evalstop_gym.benchmarks import runner
+    from evalstop_gym.experiment import load_experiment
+
+    seen = []
+    real = runner.simulate
+
+    def spy(config, policy, seed, engine=None, isolated=False):
+        seen.append((engine, isolated))
+        return real(config, policy, seed, engine, isolated=isolated)
+
+    monkeypatch.setattr(runner, "simulate", spy)
+    assert cli.main(["run", tiny(tmp_path), "--out", str(tmp_path / "o"), "--engine", "python",
+                     "--isolate"]) == 0
+    assert seen and set(seen) == {("python", True)}
+    exp = load_experiment(tiny(tmp_path))
+    plain = runner.specs(exp)
+    isolated = runner.specs(exp, options=runner.RunOptions("python", True))
+    assert [s.digest for s in plain] == [s.digest for s in isolated]

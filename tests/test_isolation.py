@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
 import sys
 
 import pytest
@@ -112,17 +111,14 @@ def test_the_child_process_ends_with_the_run():
 
 def test_the_cli_isolate_flag_writes_the_same_runs(tmp_path, monkeypatch):
     from evalstop_gym.benchmarks import cli
-    from evalstop_gym.benchmarks.runner import ISOLATE_ENV
     from evalstop_gym.config import CONFIG_DIR
 
     exp = tmp_path / "iso.yaml"
     exp.write_text(f"name: iso\nplatform: {CONFIG_DIR / 'defaults.yaml'}\n"
                    "overrides: {workload.n_jobs: 15, cluster.gpus: 16}\nseeds: [4]\n"
                    "cells:\n  - {base: SRTF-Est}\n  - {base: SRTF-Est, detector: EvalStop-2}\n")
-    monkeypatch.delenv(ISOLATE_ENV, raising=False)
     assert cli.main(["run", str(exp), "--out", str(tmp_path / "plain")]) == 0
     assert cli.main(["run", str(exp), "--out", str(tmp_path / "isolated"), "--isolate"]) == 0
-    assert ISOLATE_ENV not in os.environ   # main restores the caller's environment
     for name in ("runs.csv", "jobs.csv"):
         plain, isolated = (tmp_path / d / name for d in ("plain", "isolated"))
         assert plain.read_bytes() == isolated.read_bytes()
