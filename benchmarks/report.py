@@ -135,6 +135,10 @@ def calibration_section(folders: Sequence[str]) -> str:
         if path.exists():
             when = datetime.datetime.fromtimestamp(path.stat().st_mtime).isoformat("T", "minutes")
             body = path.read_text().removeprefix(CALIBRATION_HEADING)
+            if "**Adopt**" in body:   # the search recommends; configs/defaults.yaml decides
+                body += ("\nThe defaults above are those of `configs/defaults.yaml` when this "
+                         "search ran; a search's recommendation takes effect only when its "
+                         "constants are written there.\n")
             parts.append(f"### `{path}` (written {when})\n{body}")
         else:
             log.warning("no %s: left out of the report", path)

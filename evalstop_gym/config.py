@@ -130,6 +130,8 @@ class JobTypeConfig(Validated):
     eval_minutes: float = _f(0.8, 0, None, "minutes one eval occupies the job's GPUs",
                              **MINUTES_CAP)
     loss: LossCurve = field(default_factory=LossCurve)
+    step_time_volatility: float = _f(0.3, 0, 3, "volatility of the log step time over a run, "
+                                     "per unit of progress (Brownian; 0: every step alike)")
 
     @property
     def duration_estimate(self) -> float:
@@ -140,9 +142,11 @@ class JobTypeConfig(Validated):
 @dataclass(frozen=True)
 class JobTypes(Validated):
     lora: JobTypeConfig = field(default_factory=lambda: JobTypeConfig(
-        (10.0, 60.0), (1, 2), 0.2, LossCurve((1.5, 2.5), (0.3, 0.5), (0.6, 1.0), (0.01, 0.05))))
+        (10.0, 60.0), (1, 2), 0.2, LossCurve((1.5, 2.5), (0.3, 0.5), (0.6, 1.0), (0.01, 0.05)),
+        step_time_volatility=0.1))
     dpo: JobTypeConfig = field(default_factory=lambda: JobTypeConfig(
-        (30.0, 120.0), (2, 4), 0.4, LossCurve((0.6, 0.8), (0.3, 0.5), (0.88, 1.0), (0.01, 0.08))))
+        (30.0, 120.0), (2, 4), 0.4, LossCurve((0.6, 0.8), (0.3, 0.5), (0.88, 1.0), (0.01, 0.08)),
+        step_time_volatility=0.1))
     rlhf: JobTypeConfig = field(default_factory=JobTypeConfig)
 
 

@@ -27,7 +27,7 @@ def job_record(job: Job, cfg: MetricsConfig) -> dict[str, Any]:
     best = job.best_checkpoint()
     delivered = _delivered_true_score(job, stopped)
     remaining_evals = int(np.sum(job.eval_points > job.progress + 1e-9))
-    saved = job.gpus * (job.duration * (1.0 - job.progress) + remaining_evals * job.eval_minutes)
+    saved = job.gpus * (job.duration * (1.0 - job.work) + remaining_evals * job.eval_minutes)
     return {
         "job_id": job.job_id, "tenant": job.tenant, "job_type": job.job_type, "gpus": job.gpus,
         "arrival": job.arrival, "first_start": job.first_start, "end_time": job.end_time,

@@ -65,7 +65,7 @@ def test_a_demoted_job_progresses_at_its_share_of_time(share: float) -> None:
     first = next(i for i in range(1, len(scores)) if scores[i] < max(scores[:i]))
     at = job.observations[first]
     evals_after = int(np.sum(job.eval_points > at.progress + 1e-9))
-    work = (1.0 - at.progress) * job.duration + evals_after * job.eval_minutes
+    work = (1.0 - job.work_at(at.progress)) * job.duration + evals_after * job.eval_minutes
     assert job.end_time - at.time == pytest.approx(work / share, rel=1e-9)
 
 

@@ -138,21 +138,50 @@ def test_a_jobs_duration_is_hidden_until_it_has_trained(small_config):
     assert make_view(a, 0.0) == make_view(b, 0.0)
 
 
-def test_a_running_jobs_rate_reveals_its_duration_as_view_py_documents(small_config):
-    """view.py documents that the training rate is observable and, with steady step times,
-    predicts the duration to float precision; this keeps that statement true (if step-time
-    noise is modelled, the documented error and this bound change together)."""
-    jobs = generate_workload(small_config, 3)
-    cluster, base, errors = Cluster(small_config, jobs), SRTFEst(), []
-    overhead = small_config.cluster.preemption_overhead_min
-    while (req := cluster.next_decision()) is not None:
-        if not isinstance(req, CheckRequest):
-            cluster.answer_schedule(base.schedule(req.cluster, req.waiting, req.running))
-            continue
-        v = req.job
-        evals = len(v.eval_scores) * getattr(small_config.job_types, v.job_type).eval_minutes
-        if v.progress > 0:
-            guess = (v.attained_minutes - evals - v.n_preemptions * overhead) / v.progress
-            errors.append(abs(guess / jobs[v.job_id].duration - 1))
-        cluster.answer_check(CONTINUE)
-    assert len(errors) > 100 and float(np.median(errors)) < 1e-12
+def duration_guesses(config, seeds) -> dict[tuple[str, str], list[float]]:
+    """Relative errors of what a policy can read off progress and the clock at every check of a
+    running job: the training minutes so far over the progress (the mean rate), and the minutes
+    so far plus the rest at the last interval's pace; keyed by (job type, estimator)."""
+    overhead = config.cluster.preemption_overhead_min
+    errors: dict[tuple[str, str], list[float]] = {}
+    for seed in seeds:
+        jobs = generate_workload(config, seed)
+        cluster, base, before = Cluster(config, jobs), SRTFEst(), {}
+        while (req := cluster.next_decision()) is not None:
+            if not isinstance(req, CheckRequest):
+                cluster.answer_schedule(base.schedule(req.cluster, req.waiting, req.running))
+                continue
+            v = req.job
+            evals = len(v.eval_scores) * getattr(config.job_types, v.job_type).eval_minutes
+            trained = v.attained_minutes - evals - v.n_preemptions * overhead
+            p0, t0 = before.get(v.job_id, (0.0, 0.0))
+            if 0 < v.progress < 1:
+                truth = jobs[v.job_id].duration
+                paced = trained + (1 - v.progress) * (trained - t0) / (v.progress - p0)
+                for name, guess in (("mean rate", trained / v.progress), ("last pace", paced)):
+                    errors.setdefault((v.job_type, name), []).append(abs(guess / truth - 1))
+            before[v.job_id] = (v.progress, trained)
+            cluster.answer_check(CONTINUE)
+    return errors
+
+
+def test_a_running_jobs_duration_is_known_only_to_the_error_view_py_documents(small_config):
+    """view.py: with step times that drift, reading the duration off progress and the clock
+    misses it by a median of about 4% for RLHF and 1-1.5% for LoRA and DPO, and almost never
+    hits it; the floors view.py states (3%, 0.5%) sit under those figures, for sampling room."""
+    errors = duration_guesses(small_config, seeds=(3, 4, 5, 6, 7))
+    floors = {"rlhf": 0.03, "lora": 0.005, "dpo": 0.005}
+    for (job_type, name), errs in errors.items():
+        assert len(errs) > 50, (job_type, name)
+        assert float(np.median(errs)) > floors[job_type], (job_type, name, np.median(errs))
+        assert np.mean(np.array(errs) < 1e-6) < 0.01, (job_type, name)
+    assert {t for t, _ in errors} == set(floors)
+
+
+def test_with_every_step_alike_the_rate_reveals_the_duration_exactly(small_config):
+    """The upper bound view.py names: `step_time_volatility: 0` for every type."""
+    steady = small_config.with_overrides({f"job_types.{t}.step_time_volatility": 0.0
+                                          for t in ("lora", "dpo", "rlhf")})
+    errors = duration_guesses(steady, seeds=(3,))
+    everything = [e for (_, name), errs in errors.items() if name == "mean rate" for e in errs]
+    assert len(everything) > 100 and float(np.median(everything)) < 1e-12

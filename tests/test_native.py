@@ -43,6 +43,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "dense-evals": {"evals.interval": 0.05},
     "ar1-noise": {"noise.model": "ar1", "noise.rho": 0.5, "noise.sigma": 0.1},
     "slice-0.4": {"cluster.time_slice_share": 0.4},
+    "steady-steps": {f"job_types.{t}.step_time_volatility": 0.0 for t in JOB_TYPES},
+    "jittery-steps": {f"job_types.{t}.step_time_volatility": 2.0 for t in JOB_TYPES},
 }
 POLICIES = ("SRTF-Est", "FIFO", "SJF-Est", "EvalStop-2+SRTF-Est", "EvalStop-3+SRTF-Est",
             "EvalStop-1-best+SJF-Est", "StopAt-0.3+SRTF-Est", "StopAt-0.65+SJF-Est",
@@ -51,9 +53,9 @@ POLICIES = ("SRTF-Est", "FIFO", "SJF-Est", "EvalStop-2+SRTF-Est", "EvalStop-3+SR
             "EvalSched-Strict", "EvalStop-2+EvalSched-Strict",
             "LossPlateau+EvalSched", "DeclineTest-0.05+SRTF-Est")
 SEEDS = (3, 11)
-JOB_FIELDS = ("state", "progress", "next_check", "epoch", "has_run", "first_start", "end_time",
-              "gpu_minutes", "gpu_minutes_after_peak", "n_preemptions", "observations",
-              "stop_reason", "checks", "phase", "phase_start", "kind", "speed")
+JOB_FIELDS = ("state", "progress", "work", "check_work", "next_check", "epoch", "has_run",
+              "first_start", "end_time", "gpu_minutes", "gpu_minutes_after_peak", "n_preemptions",
+              "observations", "stop_reason", "checks", "phase", "phase_start", "kind", "speed")
 TWO_KINDS = [{"name": "fast", "count": 16, "speed": 1.5},
              {"name": "slow", "count": 16, "speed": 0.75}]
 
@@ -259,7 +261,8 @@ def test_kernel_runs_as_plain_python_with_the_same_results() -> None:
 
 # ---------------------------------------------------------------------------- information boundary
 
-HIDDEN_NAMES = {"duration", "peak", "is_hacking", "eval_true", "curve_params", "gpu_after"}
+HIDDEN_NAMES = {"duration", "peak", "is_hacking", "eval_true", "curve_params", "gpu_after",
+                "work", "chk_work"}
 
 
 def test_the_compiled_policy_logic_takes_no_hidden_array() -> None:

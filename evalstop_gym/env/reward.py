@@ -107,7 +107,7 @@ def committed_waste(job: Job) -> float:
     if job.next_check >= len(job.checks):
         return 0.0
     target, eval_index = job.checks[job.next_check]
-    past = max(0.0, target - max(job.progress, job.peak_progress))
+    past = max(0.0, job.check_work[job.next_check] - max(job.work, job.peak_work))
     minutes = past * job.duration
     if eval_index >= 0 and target > job.peak_progress:
         minutes += job.eval_minutes

@@ -14,12 +14,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..config import SimConfig
 from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
+from .pace import work_at
 from .protocols import Allocation, Planner, Policy, StopDecision
-from .view import ClusterView, SchedulerJobView, current_progress, make_view
+from .view import ClusterView, SchedulerJobView, current_work, make_view
 
 ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
 MILESTONE, COMPLETION = -1, -2  # check kinds that run no eval
@@ -83,6 +86,7 @@ class Cluster:
                 raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; the cluster "
                                       f"has {largest} of one kind")
             job.checks = _merge_checks(job, extra)
+            job.check_work = check_work(job)
             self.queue.schedule(job.arrival, ARRIVAL, job.job_id, priority=ARRIVAL)
 
     # ------------------------------------------------------------------ driving
@@ -263,7 +267,7 @@ class Cluster:
             return None
         if job.phase == Phase.TRAIN:
             progress, eval_index = job.checks[job.next_check]
-            job.progress = progress
+            job.progress, job.work = progress, job.check_work[job.next_check]
             if eval_index >= 0:
                 self._start_phase(job, Phase.EVAL)
                 return None
@@ -294,8 +298,8 @@ class Cluster:
         elif phase == Phase.EVAL:
             length = job.eval_minutes / job.speed
         else:
-            target = job.checks[job.next_check][0]
-            length = max(0.0, (target - job.progress) * job.duration / job.speed)
+            target = job.check_work[job.next_check]
+            length = max(0.0, (target - job.work) * job.duration / job.speed)
         self.queue.schedule(self.now + length, PHASE_END, job.job_id, job.epoch, PHASE_END)
 
     def _slice(self, job: Job) -> None:
@@ -314,12 +318,12 @@ class Cluster:
             return
         job.gpu_minutes += job.gpus * elapsed
         if job.phase == Phase.TRAIN:
-            start = job.progress
-            end = current_progress(job, self.now)
-            past_peak = max(0.0, end - max(start, job.peak_progress))
+            start = job.work
+            end = current_work(job, self.now)
+            past_peak = max(0.0, end - max(start, job.peak_work))
             job.gpu_minutes_after_peak += job.gpus * past_peak * job.duration / job.speed
-            job.progress = end
-        elif job.progress > job.peak_progress + EPS:
+            job.work, job.progress = end, job.reported_progress(end)
+        elif job.work > job.peak_work + EPS:
             job.gpu_minutes_after_peak += job.gpus * elapsed
         job.phase_start = self.now
 
@@ -442,6 +446,14 @@ def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
     if not checks or checks[-1][0] < 1.0 - EPS:
         checks.append((1.0, COMPLETION))
     return checks
+
+
+def check_work(job: Job) -> list[float]:
+    """The work done at each of the job's checks (its progress when it is evenly paced)."""
+    progress = [p for p, _ in job.checks]
+    if job.eval_work is None:
+        return progress
+    return work_at(job.eval_points, job.eval_work, np.array(progress)).tolist()
 
 
 def _time_sliced(policy: Any) -> Callable[[SchedulerJobView], bool] | None:

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .curves import exp_loss
+from .pace import progress_between, work_at
 
 
 class JobState(str, enum.Enum):
@@ -66,10 +67,14 @@ class Job:
     eval_minutes: float
     loss_params: tuple[float, float, float, float]
     curve_params: tuple[float, ...]
+    eval_work: np.ndarray | None = None   # share of `duration` spent by each eval point (pace.py)
+    peak_work: float = -1.0              # share spent by the peak (set from peak_progress)
     # --- runtime state
     state: JobState = JobState.PENDING
-    progress: float = 0.0
+    progress: float = 0.0   # as the trainer reports it (steps done / steps planned)
+    work: float = 0.0       # share of `duration` trained: what the clock advances (pace.py)
     checks: list[tuple[float, int]] = field(default_factory=list)  # (progress, eval index or kind)
+    check_work: list[float] = field(default_factory=list)          # the work at each check
     next_check: int = 0
     phase: Phase = Phase.IDLE
     phase_start: float = 0.0
@@ -87,6 +92,20 @@ class Job:
     # --- cache of the view's history tuples (see view._history); not part of the job's state
     view_history: tuple | None = field(default=None, repr=False)
     loss_memo: tuple[float, float] | None = field(default=None, repr=False)  # see loss_at
+
+    def __post_init__(self) -> None:
+        self.set_pace(self.eval_work)
+
+    def set_pace(self, eval_work: np.ndarray | None) -> None:
+        """Spread the training minutes over progress as `eval_work` says (None: evenly)."""
+        self.eval_work = eval_work
+        self.peak_work = self.work_at(self.peak_progress)
+
+    def work_at(self, progress: float) -> float:
+        """Share of the training minutes spent by `progress`."""
+        if self.eval_work is None:
+            return float(progress)
+        return float(work_at(self.eval_points, self.eval_work, np.float64(progress)))
 
     def loss_at(self, progress: float) -> float:
         """True training loss at `progress`; the last answer is kept, as a check and the view
@@ -117,3 +136,13 @@ class Job:
     @property
     def planned_gpu_minutes(self) -> float:
         return self.gpus * (self.duration + len(self.eval_points) * self.eval_minutes)
+
+    def reported_progress(self, work: float) -> float:
+        """The progress the trainer reports once `work` is done, between the job's checks."""
+        if self.eval_work is None:
+            return work
+        c, checks = self.next_check, self.checks
+        if c >= len(checks):
+            return checks[-1][0]
+        prev_p, prev_w = (checks[c - 1][0], self.check_work[c - 1]) if c else (0.0, 0.0)
+        return progress_between(work, prev_p, prev_w, checks[c][0], self.check_work[c])

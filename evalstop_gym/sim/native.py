@@ -23,6 +23,7 @@ from .cluster import COMPLETION, _merge_checks
 from .curves import exp_loss
 from .jobs import Job, JobState, Observation
 from .kernel import SimulationError
+from .pace import work_at
 from .workload import JOB_TYPES
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
@@ -102,7 +103,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
                                   f"{total} of one kind")
     packed = _pack(jobs, tuple(getattr(policy, "milestones", ())))
     n = len(jobs)
-    out = {"state": np.zeros(n, np.int64), "progress": np.zeros(n), "next_check": np.zeros(n,
+    out = {"state": np.zeros(n, np.int64), "work": np.zeros(n), "next_check": np.zeros(n,
            np.int64), "epoch": np.zeros(n, np.int64), "has_run": np.zeros(n, np.bool_),
            "first_start": np.full(n, np.nan), "end_time": np.full(n, np.nan),
            "gpu_min": np.zeros(n), "gpu_after": np.zeros(n), "n_pre": np.zeros(n, np.int64),
@@ -144,7 +145,7 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
     chk_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=chk_ptr[1:])
     size = int(chk_ptr[-1])
-    chk_prog, chk_idx = np.empty(size), np.empty(size, np.int64)
+    chk_prog, chk_idx, chk_work = np.empty(size), np.empty(size, np.int64), np.empty(size)
     chk_score, chk_loss = np.full(size, np.nan), np.empty(size)
     for checks, members in layouts.values():
         rows = np.asarray(members)
@@ -161,6 +162,14 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         params = np.array([jobs[i].loss_params for i in members], dtype=np.float64)
         losses = exp_loss(prog[None, :], *(params[:, k:k + 1] for k in range(4)))
         chk_loss[where] = losses.ravel()
+        work = np.tile(prog, (len(rows), 1))
+        paced = [k for k, i in enumerate(members) if jobs[i].eval_work is not None]
+        if paced:   # the same lines as Cluster's check_work, a row per paced job
+            work[paced] = work_at(jobs[members[0]].eval_points,
+                                  np.stack([jobs[members[k]].eval_work for k in paced]), prog)
+        chk_work[where] = work.ravel()
+        for i, row in zip(members, work.tolist(), strict=True):
+            jobs[i].check_work = row
     type_code = {t: k for k, t in enumerate(JOB_TYPES)}
     return {
         "arrival": np.array([j.arrival for j in jobs], np.float64),
@@ -168,10 +177,11 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         "duration": np.array([j.duration for j in jobs], np.float64),
         "dur_est": np.array([j.duration_estimate for j in jobs], np.float64),
         "eval_min": np.array([j.eval_minutes for j in jobs], np.float64),
-        "peak": np.array([j.peak_progress for j in jobs], np.float64),
+        "peak": np.array([j.peak_work for j in jobs], np.float64),
         "speed": np.array([j.speed for j in jobs], np.float64),
         "jtype": np.array([type_code[j.job_type] for j in jobs], np.int64),
-        "chk_ptr": chk_ptr, "chk_prog": chk_prog, "chk_idx": chk_idx,
+        "paced": np.array([j.eval_work is not None for j in jobs], np.bool_),
+        "chk_ptr": chk_ptr, "chk_prog": chk_prog, "chk_work": chk_work, "chk_idx": chk_idx,
         "chk_score": chk_score, "chk_loss": chk_loss,
     }
 
@@ -191,12 +201,13 @@ def _unpack(jobs: list[Job], packed: dict[str, Any], out: dict[str, np.ndarray],
     for job, speed in zip(jobs, packed["speed"].tolist(), strict=True):  # time slicing sets it
         job.speed = speed
     columns = zip(jobs, ptr, *(out[k].tolist() for k in (   # ptr: n + 1 offsets, jobs: n
-        "state", "progress", "next_check", "epoch", "has_run", "first_start", "end_time",
+        "state", "work", "next_check", "epoch", "has_run", "first_start", "end_time",
         "gpu_min", "gpu_after", "n_pre", "phase_start", "stop_value")), strict=False)
-    for (job, first, state, prog, next_check, epoch, has_run, first_start, end_time, gpu_min,
+    for (job, first, state, work, next_check, epoch, has_run, first_start, end_time, gpu_min,
          gpu_after, n_pre, phase_start, stop_value) in columns:
         job.state = state = STATES[state]
-        job.progress, job.next_check, job.epoch, job.has_run = prog, next_check, epoch, has_run
+        job.work, job.next_check, job.epoch, job.has_run = work, next_check, epoch, has_run
+        job.progress = job.reported_progress(work)
         job.first_start = None if math.isnan(first_start) else first_start
         job.end_time = None if math.isnan(end_time) else end_time
         job.gpu_minutes, job.gpu_minutes_after_peak = gpu_min, gpu_after

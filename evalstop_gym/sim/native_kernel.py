@@ -48,11 +48,30 @@ OK, ERR_LEFT_WAITING, ERR_PAST, ERR_GPUS = 0, 1, 2, 3
 
 
 @njit(cache=True)
-def _current_progress(phase, progress, now, phase_start, speed, duration):
-    """view.current_progress / make_view's progress."""
+def _current_work(phase, work, now, phase_start, speed, duration):
+    """view.current_work."""
     if phase == TRAIN:
-        return min(1.0, progress + (now - phase_start) * speed / duration)
-    return progress
+        return min(1.0, work + (now - phase_start) * speed / duration)
+    return work
+
+
+@njit(cache=True)
+def _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work):
+    """Job.reported_progress: the progress the trainer reports once work `w` is done."""
+    if not paced[j]:
+        return w
+    first, c = chk_ptr[j], chk_ptr[j] + next_check[j]
+    if c >= chk_ptr[j + 1]:
+        return chk_prog[chk_ptr[j + 1] - 1]
+    prev_p, prev_w = 0.0, 0.0
+    if c > first:
+        prev_p, prev_w = chk_prog[c - 1], chk_work[c - 1]
+    next_p, next_w = chk_prog[c], chk_work[c]
+    if w >= next_w:                            # pace.progress_between
+        return next_p
+    if w <= prev_w:
+        return prev_p
+    return prev_p + (w - prev_w) * ((next_p - prev_p) / (next_w - prev_w))
 
 
 @njit(cache=True)
@@ -208,27 +227,27 @@ def _leave_running(j, run_list, run_pos, run_seq, n_run):
 
 
 @njit(cache=True, inline="always")
-def _train_minutes(j, chk_prog, chk_ptr, next_check, progress, duration, speed):
+def _train_minutes(j, chk_work, chk_ptr, next_check, work, duration, speed):
     """Cluster._start_phase's TRAIN length: to the job's next check point."""
-    target = chk_prog[chk_ptr[j] + next_check[j]]
-    return max(0.0, (target - progress[j]) * duration[j] / speed[j])
+    target = chk_work[chk_ptr[j] + next_check[j]]
+    return max(0.0, (target - work[j]) * duration[j] / speed[j])
 
 
 @njit(cache=True)
-def _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
+def _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_min,
             gpu_after):
-    """Cluster._charge."""
+    """Cluster._charge (in work: `peak` holds each job's work at its peak)."""
     elapsed = now - phase_start[j]
     if elapsed <= 0 or phase[j] == IDLE:
         return
     gpu_min[j] += gpus[j] * elapsed
     if phase[j] == TRAIN:
-        start = progress[j]
-        end = _current_progress(phase[j], progress[j], now, phase_start[j], speed[j], duration[j])
+        start = work[j]
+        end = _current_work(phase[j], work[j], now, phase_start[j], speed[j], duration[j])
         past_peak = max(0.0, end - max(start, peak[j]))
         gpu_after[j] += gpus[j] * past_peak * duration[j] / speed[j]
-        progress[j] = end
-    elif progress[j] > peak[j] + EPS:
+        work[j] = end
+    elif work[j] > peak[j] + EPS:
         gpu_after[j] += gpus[j] * elapsed
     phase_start[j] = now
 
@@ -309,7 +328,7 @@ def decline_evidence(scores, prog, n, alpha):
 def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, progress,
             chk_ptr, chk_idx, chk_score, chk_loss, next_check, chk_prog):
     """The stop rule on the job's history so far (EvalStop-k, StopAt-p, LossPlateau,
-    DeclineTest).
+    DeclineTest); `progress` is job j's reported progress.
 
     Returns NaN to continue, else the number the rule's reason quotes (the decline count, the
     progress, the loss gain)."""
@@ -317,7 +336,7 @@ def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, 
         return np.nan
     first_chk, last_chk = chk_ptr[j], chk_ptr[j] + next_check[j]
     if rule == RULE_PROGRESS:                # StopAt._decide
-        return progress[j] if progress[j] >= p_stop - 1e-9 else np.nan
+        return progress if progress >= p_stop - 1e-9 else np.nan
     if rule == RULE_LOSS_PLATEAU:            # LossPlateau._decide
         if last_chk - first_chk < window:
             return np.nan
@@ -367,9 +386,9 @@ def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, 
 @njit(cache=True)
 def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
         threshold, window, slice_share,
-        arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype,
-        chk_ptr, chk_prog, chk_idx, chk_score, chk_loss,
-        state, progress, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
+        arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced,
+        chk_ptr, chk_prog, chk_work, chk_idx, chk_score, chk_loss,
+        state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
         n_pre, phase_start, chk_time, stop_value):
     """Run every job to its end; fills the state arrays in place. Returns (status, events)."""
     n = arrival.shape[0]
@@ -470,9 +489,10 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                         heapq.heappop(rheap)
                         j = bound
                         major[j], key[j] = _rank_of(
-                            key_kind, j, _current_progress(phase[j], progress[j], now,
-                                                           phase_start[j], speed[j],
-                                                           duration[j]),
+                            key_kind, j, _reported(
+                                j, _current_work(phase[j], work[j], now, phase_start[j],
+                                                 speed[j], duration[j]),
+                                paced, chk_ptr, next_check, chk_prog, chk_work),
                             arrival, dur_est, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
                         if _ranks_before(first, j, major, key, arrival):
                             r = n_pending          # pending stays ascending
@@ -538,11 +558,12 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 to_preempt[:n_drop] = to_preempt[:n_drop][order]
             for i in range(n_drop):            # Cluster._preempt
                 j = to_preempt[i]
-                _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak,
+                _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak,
                         gpu_min, gpu_after)
                 n_run = _leave_running(j, run_list, run_pos, run_seq, n_run)
-                major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est, chk_ptr,
-                                            chk_idx, chk_score, chk_loss, next_check)
+                major[j], key[j] = _rank_of(key_kind, j, _reported(
+                    j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
+                    dur_est, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
                 _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
                 n_wait += 1
                 free += gpus[j]
@@ -571,7 +592,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 phase[j] = RESTART if resuming else TRAIN        # Cluster._start_phase
                 phase_start[j] = now
                 length = overhead if resuming else _train_minutes(
-                    j, chk_prog, chk_ptr, next_check, progress, duration, speed)
+                    j, chk_work, chk_ptr, next_check, work, duration, speed)
                 seq += 1
                 heapq.heappush(heap, (now + length, seq, j, epoch[j]))
             continue
@@ -591,15 +612,16 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
         now = t
         popped += 1
         if kind == ARRIVAL:
-            major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est, chk_ptr,
-                                        chk_idx, chk_score, chk_loss, next_check)
+            major[j], key[j] = _rank_of(key_kind, j, _reported(
+                j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival, dur_est,
+                chk_ptr, chk_idx, chk_score, chk_loss, next_check)
             _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
             n_wait += 1
             needs_pass = True
             continue
         if ev_epoch != epoch[j]:
             continue
-        _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
+        _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_min,
                 gpu_after)
         c = chk_ptr[j] + next_check[j]
         new_phase = -1
@@ -607,7 +629,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
         if phase[j] == RESTART:
             new_phase = TRAIN
         elif phase[j] == TRAIN:
-            progress[j] = chk_prog[c]
+            work[j] = chk_work[c]
             if chk_idx[c] >= 0:
                 new_phase = EVAL
             elif chk_idx[c] == COMPLETION:
@@ -621,7 +643,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
             if chk_idx[c] >= 0:
                 needs_pass = True
             value = _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype,
-                            progress, chk_ptr, chk_idx, chk_score, chk_loss, next_check,
+                            _reported(j, work[j], paced, chk_ptr, next_check, chk_prog,
+                                      chk_work), chk_ptr, chk_idx, chk_score, chk_loss, next_check,
                             chk_prog)
             if not np.isnan(value):
                 stop_value[j] = value
@@ -633,14 +656,14 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 if preemptive and key_kind >= KEY_EVAL_DEMOTE:
                     # a key read off the history may rise at a check: store it afresh, as the
                     # cluster's change log makes PriorityIndex re-view the job
-                    major[j], key[j] = _rank_of(key_kind, j, progress[j], arrival, dur_est,
-                                                chk_ptr, chk_idx, chk_score, chk_loss,
-                                                next_check)
+                    major[j], key[j] = _rank_of(key_kind, j, _reported(
+                        j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
+                        dur_est, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
                     _store_running_key(rheap, j, major, key, arrival, run_version)
                     if key_kind == KEY_EVAL_SLICE:   # Cluster._slice: demoted, time-sliced
                         speed[j] = 1.0 * slice_share if major[j] < 0 else 1.0
         if finished >= 0:                      # Cluster._end (the job is running)
-            _charge(j, now, phase, progress, phase_start, gpus, duration, speed, peak, gpu_min,
+            _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_min,
                     gpu_after)
             n_run = _leave_running(j, run_list, run_pos, run_seq, n_run)
             free += gpus[j]
@@ -653,6 +676,6 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
             phase[j] = new_phase
             phase_start[j] = now
             length = eval_min[j] / speed[j] if new_phase == EVAL else _train_minutes(
-                j, chk_prog, chk_ptr, next_check, progress, duration, speed)
+                j, chk_work, chk_ptr, next_check, work, duration, speed)
             seq += 1
             heapq.heappush(heap, (now + length, seq, j, epoch[j]))

@@ -16,6 +16,7 @@ import numpy as np
 from ..config import JobTypeConfig, SimConfig, WorkloadConfig
 from .curves import eval_noise, exp_loss, gao_hacking, observe, saturating
 from .jobs import Job
+from .pace import draw_eval_work
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
 # the drawn parameters of each curve family, in draw order (their ranges are in config.py)
@@ -47,14 +48,37 @@ class JobSpec(NamedTuple):
 
 
 def generate_workload(config: SimConfig, seed: int) -> list[Job]:
-    """The jobs of one run, in arrival order, with hidden curves and pre-drawn eval noise.
+    """The jobs of one run, in arrival order, with hidden curves, pre-drawn eval noise and
+    step-time jitter (pace.py, from a stream of its own).
 
     `workload.source: philly` replays a window of the Philly trace instead (evalstop_gym.traces).
     """
     if config.workload.source != "synthetic":
         from ..traces.philly import trace_workload
 
-        return trace_workload(config, seed)
+        jobs = trace_workload(config, seed)
+    else:
+        jobs = _synthetic_jobs(config, seed)
+    assign_pace(config, jobs, np.random.default_rng(np.random.SeedSequence(seed).spawn(5)[4]))
+    return jobs
+
+
+def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator) -> None:
+    """Draw each job's step-time jitter (one row of normals per job, in job order, whatever its
+    volatility, so a change of volatility rescales the same draws); volatility 0 leaves a job
+    evenly paced."""
+    groups: dict[int, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(id(job.eval_points), []).append(job)
+    for members in groups.values():
+        volatility = np.array([getattr(config.job_types, j.job_type).step_time_volatility
+                               for j in members])
+        work = draw_eval_work(members[0].eval_points, volatility, rng)
+        for job, row, vol in zip(members, work, volatility.tolist(), strict=True):
+            job.set_pace(row if vol > 0 else None)
+
+
+def _synthetic_jobs(config: SimConfig, seed: int) -> list[Job]:
     wl = config.workload
     arrivals_rng, sizes_rng, curves_rng, noise_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
