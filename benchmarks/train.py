@@ -220,7 +220,7 @@ def main(args: argparse.Namespace) -> int:
     summary = table(results)
     path = save(args, model, results, summary)
     print(terminal_table(summary))
-    scorable = args.algo != "maskable_ppo" and args.control == "stop"   # what `model:` loads
+    scorable = args.control == "stop"   # what `model:` loads: a detector, not a scheduler
     score = (f"; score it with: evalstop-bench run {args.config} --policy "
              f"'model:{path}+{args.base_scheduler}'" if scorable else "")
     print(f"model: {path}{score}")

@@ -20,7 +20,8 @@ from .detector import DetectorBase, stop
 
 
 def load_sb3_model(path: str | Path) -> Any:
-    """Load a saved SB3 model, choosing PPO, DQN or A2C from the policy class stored with it."""
+    """Load a saved SB3 model, choosing PPO, DQN, A2C or sb3-contrib's MaskablePPO from the
+    policy class stored with it."""
     try:
         from stable_baselines3 import A2C, DQN, PPO
         from stable_baselines3.common.save_util import load_from_zip_file
@@ -33,14 +34,29 @@ def load_sb3_model(path: str | Path) -> Any:
                                 "python -m evalstop_gym.benchmarks.train_stop_policy")
     data, _, _ = load_from_zip_file(path, device="cpu", load_data=True)
     module = getattr((data or {}).get("policy_class"), "__module__", "")
+    if module.startswith("sb3_contrib.") and ".maskable." in module:
+        from sb3_contrib import MaskablePPO  # in the rl extra
+
+        return MaskablePPO.load(path, device="cpu")
     algo = DQN if ".dqn." in module else A2C if ".a2c." in module else PPO
     return algo.load(path, device="cpu")
+
+
+class NotADetectorModel(ValueError):
+    """The saved model does not answer continue-or-stop (it was trained with control="full")."""
 
 
 class LearnedDetector(DetectorBase):
     """Stops a monitored job when the model's deterministic action is 1 (stop)."""
 
     def __init__(self, model: Any, name: str = "learned") -> None:
+        n = getattr(model.action_space, "n", None)
+        if n != 2:
+            space = model.action_space
+            raise NotADetectorModel(
+                "a detector model answers continue or stop (Discrete(2), control='stop'); this "
+                f"one acts in a {type(space).__name__} of shape {getattr(space, 'shape', '?')}, "
+                "which also schedules (control='full'): run it through the env")
         self.model = model
         self.encoder = StopObservation.for_space(model.observation_space)
         self.name = name
@@ -55,6 +71,7 @@ class LearnedDetector(DetectorBase):
         return CONTINUE
 
     def act(self, obs: dict[str, np.ndarray]) -> int:
+        # a MaskablePPO model without masks acts as with the env's stop-mode mask (both allowed)
         action, _ = self.model.predict(obs, deterministic=True)
         return int(np.asarray(action).reshape(-1)[0])
 

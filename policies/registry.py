@@ -72,11 +72,11 @@ def make_detector(name: str) -> Detector | None:
     if name in NO_DETECTOR:
         return None
     if name.startswith("model:"):  # a saved SB3 model; sb3 is imported only here
-        from .learned import LearnedDetector
+        from .learned import LearnedDetector, NotADetectorModel
 
         try:
             return LearnedDetector.load(name.removeprefix("model:"))
-        except (OSError, ImportError) as exc:
+        except (OSError, ImportError, NotADetectorModel) as exc:
             raise PolicyNameError(f"detector {name!r}: {exc}") from None
     prefix, *args = name.split("-")
     bad = [a for a in args if not _finite_or_word(a)]

@@ -93,6 +93,38 @@ def test_learned_detector_acts_the_same_through_env_and_simulate(tmp_path):
     assert _same(direct.metrics, info["metrics"])
 
 
+def test_a_maskable_ppo_stop_model_scores_as_a_detector_cell(tmp_path):
+    """sb3-contrib's MaskablePPO in control="stop": loaded as a `model:` cell, it acts as it does
+    through the env (where every stop-mode mask allows both actions)."""
+    from sb3_contrib import MaskablePPO
+
+    from evalstop_gym.policies import parse_policy
+
+    env = gym.make("EvalStopCluster-v0", config="e2", **SMALL)
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu")
+    model.save(tmp_path / "m.zip")
+    policy = parse_policy(f"model:{tmp_path / 'm.zip'}+SRTF-Est")
+    assert type(policy.detector.model).__name__ == "MaskablePPO"
+    direct = simulate(env.unwrapped.config, policy, 42)
+    _, info = run_env(policy.detector, 42)
+    assert _same(direct.metrics, info["metrics"])
+    obs, _ = env.reset(seed=3)
+    masked, _ = model.predict(obs, deterministic=True, action_masks=env.unwrapped.action_masks())
+    assert policy.detector.act(obs) == int(masked)
+
+
+def test_a_full_control_model_is_refused_as_a_detector_in_one_line(tmp_path):
+    from sb3_contrib import MaskablePPO
+
+    from evalstop_gym.policies import PolicyNameError, parse_policy
+
+    env = gym.make("EvalStopCluster-v0", config="e2", control="full", **SMALL)
+    MaskablePPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu").save(tmp_path / "f")
+    with pytest.raises(PolicyNameError, match=r"Discrete\(2\).*control='full'") as err:
+        parse_policy(f"model:{tmp_path / 'f.zip'}+SRTF-Est")
+    assert "\n" not in str(err.value)
+
+
 def _twins():
     """A hacking and a healthy job whose observed histories are identical."""
     config = gym.make("EvalStopCluster-v0", config="e2").unwrapped.config

@@ -127,3 +127,11 @@ def test_volatility_0_leaves_a_job_evenly_paced() -> None:
 def test_a_bad_volatility_names_the_field_and_its_range(value: str) -> None:
     with pytest.raises(ConfigError, match=r"job_types\.rlhf\.step_time_volatility"):
         load_sim_config(overrides={"job_types.rlhf.step_time_volatility": value})
+
+
+def test_a_workloads_peaks_are_placed_as_each_job_would_place_its_own() -> None:
+    """assign_pace computes every job's peak work at once (row_work_at); it must be the very
+    float `Job.work_at` gives."""
+    config = SimConfig().with_overrides({"workload.n_jobs": 120})
+    for job in generate_workload(config, 8):
+        assert job.peak_work == job.work_at(job.peak_progress)

@@ -96,10 +96,11 @@ class Job:
     def __post_init__(self) -> None:
         self.set_pace(self.eval_work)
 
-    def set_pace(self, eval_work: np.ndarray | None) -> None:
-        """Spread the training minutes over progress as `eval_work` says (None: evenly)."""
+    def set_pace(self, eval_work: np.ndarray | None, peak_work: float | None = None) -> None:
+        """Spread the training minutes over progress as `eval_work` says (None: evenly);
+        `peak_work`, when given, is `work_at(peak_progress)` computed already."""
         self.eval_work = eval_work
-        self.peak_work = self.work_at(self.peak_progress)
+        self.peak_work = self.work_at(self.peak_progress) if peak_work is None else peak_work
 
     def work_at(self, progress: float) -> float:
         """Share of the training minutes spent by `progress`."""

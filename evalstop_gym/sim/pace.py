@@ -47,13 +47,30 @@ def work_at(points: np.ndarray, eval_work: np.ndarray | None, progress: np.ndarr
     progress = np.asarray(progress, dtype=np.float64)
     if eval_work is None:
         return progress.copy()
-    x = knot_progress(points)
-    eval_work = np.asarray(eval_work, dtype=np.float64)
-    pad = np.ones(eval_work.shape[:-1] + (len(x) - 1 - eval_work.shape[-1],))
-    w = np.concatenate([np.zeros(eval_work.shape[:-1] + (1,)), eval_work, pad], axis=-1)
+    x, w = _knots(points, np.asarray(eval_work, dtype=np.float64))
     k = np.clip(np.searchsorted(x, progress, side="right") - 1, 0, len(x) - 2)
-    lo, hi = w[..., k], w[..., k + 1]
-    inside = lo + (progress - x[k]) * ((hi - lo) / (x[k + 1] - x[k]))
+    return _linear(progress, x[k], x[k + 1], w[..., k], w[..., k + 1])
+
+
+def row_work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray) -> np.ndarray:
+    """Work done by row i of `eval_work` at `progress[i]`: `work_at` one value per job, to the
+    bit (the same lines), for a whole workload at once."""
+    progress = np.asarray(progress, dtype=np.float64)
+    x, w = _knots(points, np.asarray(eval_work, dtype=np.float64))
+    k = np.clip(np.searchsorted(x, progress, side="right") - 1, 0, len(x) - 2)
+    rows = np.arange(len(progress))
+    return _linear(progress, x[k], x[k + 1], w[rows, k], w[rows, k + 1])
+
+
+def _knots(points: np.ndarray, eval_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The knots' progress, and the work at them (a row per job): 0 first, 1 last."""
+    x = knot_progress(points)
+    pad = np.ones(eval_work.shape[:-1] + (len(x) - 1 - eval_work.shape[-1],))
+    return x, np.concatenate([np.zeros(eval_work.shape[:-1] + (1,)), eval_work, pad], axis=-1)
+
+
+def _linear(progress, x_lo, x_hi, w_lo, w_hi):
+    inside = w_lo + (progress - x_lo) * ((w_hi - w_lo) / (x_hi - x_lo))
     return np.where(progress >= 1.0, 1.0, inside)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..config import JobTypeConfig, SimConfig, WorkloadConfig
 from .curves import eval_noise, exp_loss, gao_hacking, observe, saturating
 from .jobs import Job
-from .pace import draw_eval_work
+from .pace import draw_eval_work, row_work_at
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
 # the drawn parameters of each curve family, in draw order (their ranges are in config.py)
@@ -74,8 +74,11 @@ def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator
         volatility = np.array([getattr(config.job_types, j.job_type).step_time_volatility
                                for j in members])
         work = draw_eval_work(members[0].eval_points, volatility, rng)
-        for job, row, vol in zip(members, work, volatility.tolist(), strict=True):
-            job.set_pace(row if vol > 0 else None)
+        peaks = row_work_at(members[0].eval_points, work, [j.peak_progress for j in members])
+        for job, row, peak, vol in zip(members, work, peaks.tolist(), volatility.tolist(),
+                                       strict=True):
+            if vol > 0:
+                job.set_pace(row, peak)
 
 
 def _synthetic_jobs(config: SimConfig, seed: int) -> list[Job]:
