@@ -13,9 +13,10 @@ from evalstop_gym.policies import FIFO, SRTFEst
 from evalstop_gym.sim.cluster import CheckRequest, Cluster, ScheduleRequest
 from evalstop_gym.sim.jobs import Job
 from evalstop_gym.sim.kernel import SimulationError
+from evalstop_gym.sim.pace import knot_progress
 from evalstop_gym.sim.protocols import CONTINUE, Allocation
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView, make_view
-from evalstop_gym.sim.workload import generate_workload
+from evalstop_gym.sim.workload import eval_points, generate_workload
 
 HIDDEN = {"is_hacking", "peak_progress", "duration", "eval_true", "eval_observed",
           "curve_params", "loss_params", "eval_points", "observations", "gpu_minutes_after_peak"}
@@ -140,8 +141,10 @@ def test_a_jobs_duration_is_hidden_until_it_has_trained(small_config):
 
 def duration_guesses(config, seeds) -> dict[tuple[str, str], list[float]]:
     """Relative errors of what a policy can read off progress and the clock at every check of a
-    running job: the training minutes so far over the progress (the mean rate), and the minutes
-    so far plus the rest at the last interval's pace; keyed by (job type, estimator)."""
+    running job, keyed by (job type, estimator): the training minutes so far over the progress
+    (the mean rate); the minutes so far plus the rest at the last interval's pace; and that
+    rest as a policy that knows the pace model (pace.py) and the type's volatility expects it,
+    the log pace of each later interval a random walk from the last one's."""
     overhead = config.cluster.preemption_overhead_min
     errors: dict[tuple[str, str], list[float]] = {}
     for seed in seeds:
@@ -157,8 +160,16 @@ def duration_guesses(config, seeds) -> dict[tuple[str, str], list[float]]:
             p0, t0 = before.get(v.job_id, (0.0, 0.0))
             if 0 < v.progress < 1:
                 truth = jobs[v.job_id].duration
-                paced = trained + (1 - v.progress) * (trained - t0) / (v.progress - p0)
-                for name, guess in (("mean rate", trained / v.progress), ("last pace", paced)):
+                pace = (trained - t0) / (v.progress - p0)
+                paced = trained + (1 - v.progress) * pace
+                knots = knot_progress(eval_points(config.evals.interval, config.evals.final))
+                later = knots[knots > v.progress + 1e-9]
+                widths = np.diff([v.progress, *later])
+                var = getattr(config.job_types, v.job_type).step_time_volatility ** 2
+                expected = trained + pace * float(np.sum(widths * np.exp(
+                    var * (later - v.progress) / 2)))
+                for name, guess in (("mean rate", trained / v.progress), ("last pace", paced),
+                                    ("model-aware", expected)):
                     errors.setdefault((v.job_type, name), []).append(abs(guess / truth - 1))
             before[v.job_id] = (v.progress, trained)
             cluster.answer_check(CONTINUE)

@@ -16,10 +16,12 @@ progress for RLHF, whose rollout lengths drift, 0.1 for LoRA and DPO), so the du
 reads off progress and the clock is an estimate, not the truth. At the checks of the default E2
 platform (5 seeds), `(attained - evals x eval_minutes - restarts x overhead) / progress`
 misses an RLHF job's true duration by a median 4.4% (3.6% extrapolating the last interval's
-pace instead), a LoRA or DPO job's by 1.1-1.6%; under 1% of checks come within 1e-6. The error
+pace instead, and 3.6% too for a policy that knows the pace model and its volatility and
+expects the rest accordingly), a LoRA or DPO job's by 1.1-1.6%; under 1% of checks come
+within 1e-6. The error
 shrinks as a job nears its end, as on a platform: fewer steps remain.
 `tests/test_information_boundary.py` holds medians above 3% (RLHF) and 0.5% (LoRA, DPO) and
-the share within 1e-6 under 1%, for both estimators. With `step_time_volatility: 0` every
+the share within 1e-6 under 1%, for all three estimators. With `step_time_volatility: 0` every
 step takes the same time and the same formula recovers the duration to float precision (also
 tested): that setting is the upper bound of what a platform could know, not a platform.
 Non-clairvoyance holds exactly before a job's first training: its views equal those of any job
