@@ -43,6 +43,7 @@ VALIDATION = ("e1", "e3")
 RANK = {REPRO: 3, FIT: 2, SAME: 1, NOT: 0}
 STEP = 0.1   # relative step of the one-at-a-time elasticities
 CALIBRATION_HEADING = "## Calibration of the lost constants\n"
+SAMPLER_SEED = 0   # --sampler-seed's default (command() prints it only when it differs)
 
 
 class Constant(NamedTuple):
@@ -256,7 +257,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seeds of the E1/E3 validation (default: the experiments' own)")
     p.add_argument("--n-jobs", type=int, default=None,
                    help="jobs per run (default: the experiments' 200; smaller for a quick look)")
-    p.add_argument("--sampler-seed", type=int, default=0, help="TPE sampler seed")
+    p.add_argument("--sampler-seed", type=int, default=SAMPLER_SEED, help="TPE sampler seed")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -308,7 +309,12 @@ def summary(search: Search, study: Any, defaults: Mapping[str, float], default_m
                          "defaults": [f"{at_defaults.get(t.name, math.nan):.4g}" for t in TARGETS],
                          "best": [f"{best.user_attrs[t.name]:.4g}" for t in TARGETS]})
     shown = sens[["constant", *(t.name for t in TARGETS), "ttfuc_gap_vs_stopat"]].round(2)
-    size = f"{args.n_jobs} jobs per run" if args.n_jobs else "200 jobs per run"
+    n_jobs = search.size.get("workload.n_jobs", search.base.workload.n_jobs)
+    size = f"{n_jobs} jobs per run"
+    still = [str(r["constant"]) for _, r in sens.iterrows()
+             if all(math.isfinite(r[t.name]) and abs(r[t.name]) < 0.005 for t in TARGETS)]
+    unmoved = (f" Moving no fitted E2 figure (|elasticity| < 0.005): {', '.join(still)}."
+               if still else "")
     verdict = ("**Adopt**: the best constants fit E2 better and no E1/E3 claim gets worse."
                if adopt else "**Keep the defaults**: the best constants either do not fit E2 "
                "better or make an E1/E3 claim (not fitted) worse.")
@@ -327,15 +333,19 @@ def summary(search: Search, study: Any, defaults: Mapping[str, float], default_m
         "constants.\n", to_markdown(table), "",
         f"Sensitivity: one-at-a-time elasticities around the defaults, d ln(figure) / "
         f"d ln(constant), central differences of ±{STEP:.0%} (a 1% rise of the constant moves "
-        "the figure by that many percent). tau moves no E2 figure but EvalStop's TTFUC gap to "
-        "StopAt.\n", to_markdown(shown), ""])
+        f"the figure by that many percent).{unmoved}\n", to_markdown(shown), ""])
 
 
 def command(args: argparse.Namespace) -> list[str]:
-    """The options that shaped this search, as they would be typed."""
-    parts = [f"--trials {args.trials}"]
+    """The options that shaped this search, as they would be typed: the seeds always, the
+    others when they differ from their defaults, so the printed command reproduces it."""
+    parts = [f"--trials {args.trials}", "--seeds " + " ".join(map(str, args.seeds))]
     if args.constants:
         parts.append("--constants " + " ".join(args.constants))
     if args.n_jobs:
         parts.append(f"--n-jobs {args.n_jobs}")
+    if args.validation_seeds is not None:
+        parts.append("--validation-seeds " + " ".join(map(str, args.validation_seeds)))
+    if args.sampler_seed != SAMPLER_SEED:
+        parts.append(f"--sampler-seed {args.sampler_seed}")
     return parts

@@ -81,20 +81,6 @@ def copy_file(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
-def staged_folder(folder: Path) -> Iterator[Path]:
-    """A temp folder inside `folder` for code that writes files by name (figures); each file is
-    then moved onto its place in `folder` with `os.replace`, so each appears whole."""
-    _make_folder(folder)
-    stage = Path(tempfile.mkdtemp(dir=folder, prefix=TMP_PREFIX))
-    try:
-        yield stage
-        for item in sorted(stage.iterdir()):
-            os.replace(item, folder / item.name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-
-
-@contextlib.contextmanager
 def out_lock(out: Path, wait: bool = True) -> Iterator[Path]:
     """Hold OUT's lock for the block (re-entrant in one process); yields OUT.
 

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from evalstop_gym.config import SimConfig  # noqa: E402
 from evalstop_gym.sim.workload import generate_workload, true_curves  # noqa: E402
 
+from . import durable  # noqa: E402
 from .stats import mean_ci  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -30,15 +31,19 @@ VARIANT_SEP = "__"   # between an experiment's name and its --set overrides (pip
 
 
 def save(fig: Figure, directory: Path, name: str, layout: bool = True) -> list[Path]:
-    """Write PNG and PDF and close the figure; no timestamp: same data, same bytes."""
+    """Write PNG and PDF and close the figure; no timestamp: same data, same bytes. Each file is
+    written atomically (durable.atomic_path), so a killed run never leaves half a figure."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("png", "pdf")]
     if layout:
         fig.tight_layout()
-    for path in paths:
-        stamp = {"CreationDate": None} if path.suffix == ".pdf" else {}
-        fig.savefig(path, dpi=150, metadata=stamp)
-    plt.close(fig)
+    try:
+        for path in paths:
+            stamp = {"CreationDate": None} if path.suffix == ".pdf" else {}
+            with durable.atomic_path(path) as tmp:
+                fig.savefig(tmp, dpi=150, metadata=stamp, format=path.suffix[1:])
+    finally:
+        plt.close(fig)
     return paths
 
 
@@ -169,12 +174,14 @@ FIGURES: dict[str, Callable[[pd.DataFrame, Path], list[Path]]] = {
 
 def experiment_figures(name: str, runs: pd.DataFrame, directory: Path,
                        config: SimConfig | None = None) -> list[Path]:
-    """The figures that belong to experiment `name` (E2 also draws Fig. 2 from its workload);
+    """The figures that belong to experiment `name` (E2 also draws Fig. 2 from its synthetic
+    workload);
     an experiment without a sweep also gets its results figure. A variant run with --set
     (`e2__noise.sigma=0.05`) draws what its experiment draws."""
     base = name.partition(VARIANT_SEP)[0]
     paths = FIGURES[base](runs, directory) if base in FIGURES else []
-    if base == "e2" and config is not None:
+    # Fig. 2 draws a synthetic job's true curves; corpus jobs have no closed-form curves
+    if base == "e2" and config is not None and config.curves.source == "synthetic":
         paths += fig2(config, int(runs["seed"].iloc[0]), directory)
     if runs["value"].isna().all():
         paths += results_figure(runs, directory, name)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evalstop_gym.online import MonitorGroup, RunMonitor
-from evalstop_gym.policies import DETECTORS
+from evalstop_gym.policies.detector import learns_from_runs
 
 from .durable import write_text
 from .perf import NOTES_MARKER
@@ -47,7 +47,7 @@ def _monitor(name: str, n: int) -> RunMonitor:
     """A monitor for a run of n evals; a cross-run detector's group first learns from five
     finished peers (of up to PEER_EVALS evals: a MedianPruner lookup is a binary search)."""
     group = MonitorGroup(name)
-    if "runs" in getattr(group.detector, "needs", ()):
+    if learns_from_runs(group.detector):
         m = min(n, PEER_EVALS)
         for _ in range(PEERS):
             peer = group.monitor(max_steps=m)
@@ -118,7 +118,7 @@ def growth(rows: list[dict], key: str, inverse: bool) -> None:
 def measure(sizes: Sequence[int], history: dict[str, Sequence[int]]) -> list[dict]:
     rows = []
     plan = [("replay", n) for n in sizes] + [(d, n) for d in CONSTANT for n in sizes]
-    plan += [(d, n) for d, ns in history.items() if d.split("-")[0] in DETECTORS for n in ns]
+    plan += [(d, n) for d, ns in history.items() for n in ns]
     for what, n in plan:
         rate, mb = replay_cost(n) if what == "replay" else monitor_cost(what, n)
         rows.append({"what": what, "evals": n, "per s": rate, "peak MB": mb})

@@ -56,7 +56,8 @@ def waste_ceiling(config: SimConfig) -> tuple[str, float]:
     past = 1.0 - sum(config.curves.rlhf_hacking.peak_progress) / 2
     top = wl.hacking_fraction * past * rlhf
     return (f"{wl.hacking_fraction:g} hacking x {past:.2f} of a run past the peak x {rlhf:.2f} "
-            f"of GPU time in RLHF = {top:.1%} at most (the variant write-up: 20.3%)"), top
+            f"of GPU time in RLHF = {top:.1%} at most (the variant write-up, "
+            "paper/evalstop-paper-zh-variant.txt §5.3: no-EvalStop waste 20.3%)"), top
 
 
 def e1(r: pd.DataFrame) -> list[Row]:

@@ -277,25 +277,33 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def compile_seconds(timeout: float) -> dict[str, Any]:
+# Imports only `evalstop_gym`: the child must also run from a wheel install or another cwd,
+# where the checkout's top-level `policies` folder is not importable.
+COMPILE_CODE = ("import json, time; t0 = time.perf_counter(); "
+                "from evalstop_gym.benchmarks.perf import e2_config, HEADLINE; "
+                "from evalstop_gym.simulate import simulate; "
+                "from evalstop_gym.policies import parse_policy; "
+                "simulate(e2_config({jobs}, 64), parse_policy(HEADLINE), 1, engine='native'); "
+                "print(json.dumps({{'compile_s': time.perf_counter() - t0}}))")
+
+
+def compile_seconds(timeout: float, jobs: int = 50,
+                    cwd: str | Path | None = None) -> dict[str, Any]:
     """Wall time of the first compiled run in a fresh process with an empty numba cache: the
     kernel's compile time, paid once per checkout (then loaded from the cache)."""
-    code = ("import json, time; t0 = time.perf_counter(); "
-            "from evalstop_gym.benchmarks.perf import e2_config, HEADLINE; "
-            "from evalstop_gym.simulate import simulate; from policies import parse_policy; "
-            "simulate(e2_config(50, 64), parse_policy(HEADLINE), 1, engine='native'); "
-            "print(json.dumps({'compile_s': time.perf_counter() - t0}))")
+    code = COMPILE_CODE.format(jobs=jobs)
     with tempfile.TemporaryDirectory() as cache:
         return _child(code, timeout, {"compile_s": None},
-                      env={**os.environ, "NUMBA_CACHE_DIR": cache})
+                      env={**os.environ, "NUMBA_CACHE_DIR": cache}, cwd=cwd)
 
 
 def _child(code: str, timeout: float, failed: dict[str, Any],
-           env: dict[str, str] | None = None) -> dict[str, Any]:
+           env: dict[str, str] | None = None,
+           cwd: str | Path | None = None) -> dict[str, Any]:
     """Run `code` in a fresh interpreter; its last stdout line is the JSON result."""
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                              text=True, check=False, timeout=timeout, env=env)
+                              text=True, check=False, timeout=timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired:
         return {**failed, "error": f"over the {timeout:g} s timeout"}
     if proc.returncode != 0:

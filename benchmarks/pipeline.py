@@ -109,8 +109,7 @@ def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:
                       directory / "summary.csv")
     md = experiment_markdown(exp.title or exp.name, result.runs, exp.reference, exp.is_sweep)
     durable.write_text(directory / "table.md", md)
-    with durable.staged_folder(directory) as stage:   # figures are written by name
-        experiment_figures(exp.name, result.runs, stage, exp.config)
+    experiment_figures(exp.name, result.runs, directory, exp.config)   # atomic (figures.save)
     return md
 
 

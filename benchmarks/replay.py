@@ -30,8 +30,10 @@ import pandas as pd
 
 from evalstop_gym.online import RunMonitor
 from evalstop_gym.policies import PolicyNameError, make_detector
-from evalstop_gym.sim.protocols import Detector
-from evalstop_gym.sim.view import SchedulerJobView
+from evalstop_gym.policies.detector import learns_from_runs
+from evalstop_gym.sim.protocols import CONTINUE, Detector, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.workload import JOB_TYPES
 from evalstop_gym.traces.logs import LogError, LoggedRun, read_logs
 
 from . import tables
@@ -65,9 +67,25 @@ def _loss(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
+class _RecordOnly:
+    """The detector of a monitor that only records (a peer's log): it is never asked, and it
+    takes every job type, so building a peer of a LoRA run warns of nothing."""
+
+    name, milestones, types, needs = "record-only", (), JOB_TYPES, ("evals",)
+
+    def decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        return CONTINUE
+
+    def on_job_end(self, job: SchedulerJobView) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+
 def peer_view(run: LoggedRun, job_type: str) -> SchedulerJobView:
     """A finished run as a peer: 'completed' unless its log stops before its max_steps."""
-    monitor = monitor_for(run, "EvalStop-1", job_type)   # records only; never decides
+    monitor = monitor_for(run, _RecordOnly(), job_type)   # records only; never decides
     for step, value, loss in zip(run.steps, run.values, run.losses, strict=True):
         monitor.record(step, value, _loss(loss))
     completed = run.max_steps is None or run.steps[-1] >= run.max_steps
@@ -106,10 +124,6 @@ def group_runs(runs: Sequence[LoggedRun], group_by: str) -> dict[str, list[Logge
     return groups
 
 
-def _learns_across_runs(name: str) -> bool:
-    return "runs" in getattr(make_detector(name), "needs", ())
-
-
 def mixed_groups(groups: dict[str, list[LoggedRun]]) -> list[str]:
     """Warnings for groups whose runs have different metrics or directions."""
     out = []
@@ -125,15 +139,18 @@ def replay(runs: Sequence[LoggedRun], detectors: Sequence[str], job_type: str = 
            group_by: str = "metric") -> pd.DataFrame:
     """One row per (run, detector), runs in the order given."""
     groups = group_runs(runs, group_by)
-    peers = {key: [peer_view(r, job_type) for r in members] for key, members in groups.items()}
+    peers: dict[str, list[SchedulerJobView]] = {}      # built for the first cross-run detector
     rows: dict[tuple[int, int], ReplayRow] = {}
     order = {id(r): i for i, r in enumerate(runs)}
     for d, name in enumerate(detectors):
-        if make_detector(name) is None:
+        made = make_detector(name)
+        if made is None:
             continue
-        cross = _learns_across_runs(name)
+        cross = learns_from_runs(made)
         for key, members in groups.items():
             shared = make_detector(name)
+            if cross and key not in peers:
+                peers[key] = [peer_view(r, job_type) for r in members]
             for i, run in enumerate(members):
                 detector = make_detector(name) if cross else shared
                 if cross:
@@ -205,7 +222,7 @@ def main(args: argparse.Namespace) -> int:
     except (LogError, PolicyNameError) as exc:
         print(f"evalstop-bench replay: {exc}", file=sys.stderr)
         return 2
-    if any(_learns_across_runs(d) for d in args.detectors if make_detector(d) is not None):
+    if any(learns_from_runs(make_detector(d)) for d in args.detectors):
         for warning in warnings:
             print(f"warning: {warning}", file=sys.stderr)
     print("\n".join(describe(runs)) + "\n")

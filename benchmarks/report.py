@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where to write the report (default: REPRODUCTION.md in the current "
                         "directory; BEYOND.md and figures/ go beside it)")
     p.add_argument("--no-beyond", dest="beyond", action="store_false",
-                   help="skip the beyond-the-paper experiments (e7x, e8x, e2x, philly) and "
+                   help=f"skip the beyond-the-paper experiments ({', '.join(BEYOND)}) and "
                         "BEYOND.md")
     p.add_argument("--learned", nargs="*", default=[str(d) for d in LEARNED_DIRS],
                    help="training output folders whose results.csv go into the report")
@@ -81,10 +81,13 @@ def machine(sweep_s: float, cpu_s: float) -> str:
 
 
 def copy_figures(out: Path, dest: Path) -> list[str]:
-    """Copy each experiment's PNG figures into `dest`/figures; markdown lines embedding them."""
+    """Copy each paper experiment's PNG figures into `dest`/figures; markdown lines embedding
+    them. Only OUT/<matrix experiment>/: a variant's folder (e2__...) draws figures of the same
+    names, which must not replace the paper's."""
     lines = []
     (dest / "figures").mkdir(parents=True, exist_ok=True)
-    for png in sorted(out.glob("*/fig*.png"), key=lambda p: p.name):
+    pngs = [png for name in MATRIX for png in (out / name).glob("fig*.png")]
+    for png in sorted(pngs, key=lambda p: p.name):
         durable.copy_file(png, dest / "figures" / png.name)
         lines.append(f"![{png.stem}](figures/{png.name})")
     return lines

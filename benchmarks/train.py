@@ -6,7 +6,7 @@ paper's five) through the same env as heuristic baselines: EvalStop-2 and NoStop
 scheduler. The table of mean episode reward and paper metrics is printed and written, with the
 per-seed rows, as results.csv and results.json beside the model. Needs the `rl` extra.
 
-Command behind the published figures (about 4 minutes on 2 CPU cores, 120k env steps):
+Command behind the published figures (120k env steps):
 
     evalstop-bench train --algo ppo --total-timesteps 120000 --out runs/ppo_stop
 """
@@ -17,7 +17,7 @@ import argparse
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +128,14 @@ def train(args: argparse.Namespace) -> Any:
     return model
 
 
-def episode(env: gym.Env, seed: int, act: Any) -> dict[str, float]:
-    """One deterministic episode: its summed reward and the paper metrics."""
+def episode(env: gym.Env, seed: int, act: Any,
+            start: Callable[[], None] | None = None) -> dict[str, float]:
+    """One deterministic episode: its summed reward and the paper metrics. `start` (an agent's
+    reset) runs with every env.reset, so a detector that learns from ended jobs carries nothing
+    from one held-out seed to the next."""
     obs, info = env.reset(seed=seed)
+    if start is not None:
+        start()
     total, done = 0.0, False
     while not done:
         obs, reward, done, _, info = env.step(act(obs, info))
@@ -171,9 +176,8 @@ def evaluate(args: argparse.Namespace, model: Any) -> dict[str, list[dict[str, f
     results[f"{args.algo.upper()} (learned)"] = [episode(env, s, actor) for s in args.eval_seeds]
     for name, (act, milestones) in baseline_actors(args).items():
         env = gym.make(ENV_ID, **env_kwargs(args), milestones=milestones)
-        if hasattr(act, "__self__"):
-            act.__self__.reset()
-        results[name] = [episode(env, s, act) for s in args.eval_seeds]
+        start = getattr(getattr(act, "__self__", None), "reset", None)
+        results[name] = [episode(env, s, act, start) for s in args.eval_seeds]
     return results
 
 

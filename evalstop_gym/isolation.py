@@ -12,7 +12,11 @@ the same views the fast path reaches the same answer from).
 
 What this does not do: it is not an operating-system sandbox. A policy that reads files (a
 sweep's run files hold past labels) or inspects other processes needs OS isolation as well (a
-container or another user, no access to --out).
+container or another user, no access to --out). Nor does it hide the workload's recipe: the
+simulator is installed in the child too and deterministic, so a policy that guesses the
+platform config and the seed (the arrival times of the views pin it) can regenerate the jobs,
+labels included, with `generate_workload`. A leaderboard needs seeds its entrants cannot
+enumerate (drawn privately, not announced).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+from .sim.cluster import time_sliced_test
 from .sim.protocols import Action, Allocation, Policy, StopDecision
 from .sim.view import ClusterView, SchedulerJobView
 
@@ -47,11 +52,19 @@ class IsolatedPolicy:
                                         name="evalstop-isolated-policy")
         self._process.start()
         child_end.close()
-        name, milestones = self._call("describe")
+        name, milestones, sliced = self._call("describe")
         if not isinstance(name, str) or not all(isinstance(m, (int, float)) for m in milestones):
             raise PolicyProcessError(f"isolated policy described itself as {name!r}, "
                                      f"{milestones!r}")
         self.name, self.milestones = name, tuple(float(m) for m in milestones)
+        if sliced is True:   # the child's base scheduler time-slices (EvalSched): ask it too
+            self.time_sliced = self._time_sliced
+
+    def _time_sliced(self, job: SchedulerJobView) -> bool:
+        answer = self._call("time_sliced", job)
+        if not isinstance(answer, bool):
+            raise PolicyProcessError(f"isolated policy answered time_sliced with {answer!r}")
+        return answer
 
     def on_check(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         action, reason = self._call("on_check", job, cluster)
@@ -135,7 +148,10 @@ def serve(conn: Any, policy: str | Policy) -> None:
 
 def _answer(policy: Policy, method: str, args: tuple) -> Any:
     if method == "describe":
-        return [policy.name, [float(m) for m in policy.milestones]]
+        return [policy.name, [float(m) for m in policy.milestones],
+                time_sliced_test(policy) is not None]
+    if method == "time_sliced":
+        return bool(time_sliced_test(policy)(*args))  # type: ignore[misc]
     if method == "on_check":
         decision = policy.on_check(*args)
         return [Action(decision.action).value, str(decision.reason)]

@@ -8,8 +8,10 @@ Cost. The view's histories are `HistoryWindow`s: read-only windows over append-o
 view is built in O(1) however long the run. Detectors that only look at the tail (EvalStop-k,
 LossPlateau, StopAt) or keep a running statistic through `HistoryWindow.fold` (Patience, CUSUM
 with a fixed sigma) cost O(1) or O(window) per update; MedianPruner costs O(peers). Detectors
-whose statistic is re-estimated from the whole series at every eval (CUSUM and BOCPD with the
-pooled noise estimate, BOCPD's run-length posterior) cost O(history) per update by definition.
+whose statistic is re-estimated from the whole series at every eval (CUSUM with the pooled
+noise estimate, DeclineTest) cost O(history) per update by definition. BOCPD is costlier: it
+rebuilds its run-length posterior from the whole series at every eval, one slice sum per (time
+step, run length) pair, so an update costs O(history^2) slice sums (`policies/bocpd.py`).
 
 Progress is `step / max_steps` when `max_steps` is known; otherwise it is NaN ("unknown"), and
 rules that read progress (StopAt-p, MedianPruner's warm-up and alignment) never act. A real run
@@ -168,10 +170,14 @@ def resolve_detector(detector: str | Detector) -> Detector:
     return made
 
 
-def _finite(value: Any, name: str) -> float:
+def _number(value: Any, name: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
         raise ValueError(f"{name}={value!r}: expected a finite number")
-    x = float(value)
+    return float(value)
+
+
+def _finite(value: Any, name: str) -> float:
+    x = _number(value, name)
     if not math.isfinite(x):
         raise ValueError(f"{name}={value!r}: NaN and infinities cannot be judged; expected a "
                          f"finite number")
@@ -210,6 +216,7 @@ class RunMonitor:
         if job_type not in getattr(self.detector, "types", JOB_TYPES):
             log.warning("%s does not monitor %s runs: it will never stop this one",
                         self.detector.name, job_type)
+        self._warned: set[str] = set()      # kinds of skipped evals already warned about
         self._clear()
 
     def _clear(self) -> None:
@@ -237,6 +244,42 @@ class RunMonitor:
             if decision.stop:
                 self._stop_at, self.reason = len(self.steps) - 1, decision.reason or "stopped"
         return self.decision()
+
+    def offer(self, step: float, value: float, loss: float | None = None,
+              decide: bool = True) -> MonitorDecision | None:
+        """`update` (or `record`, with `decide=False`) for an eval a framework hands over as it
+        comes, or None for one no detector can judge: a step not after the previous eval's (a
+        second evaluate at the same step), a NaN or infinite value, a step past `max_steps`.
+        A NaN or infinite loss is dropped (the eval is kept without it). Frameworks emit these
+        in normal runs, so they are skipped rather than raised; each kind is logged once per
+        monitor (at WARNING; repeats at DEBUG). Wrong types and negative steps still raise."""
+        x = _step(step)
+        skip = ""
+        if self.steps and x <= self.steps[-1]:
+            skip = "step"
+            why = f"step={x:g} is not after the previous eval's step {self.steps[-1]:g}"
+        elif not math.isfinite(_number(value, "value")):
+            skip = "value"
+            why = f"value={value!r} at step {x:g} is not finite"
+        elif self.max_steps is not None and x > self.max_steps:
+            skip = "max_steps"
+            why = f"step={x:g} is past max_steps={self.max_steps:g}"
+        if not skip and loss is not None and not math.isfinite(_number(loss, "loss")):
+            self._skipped("loss", f"loss={loss!r} at step {x:g} is not finite; the eval is "
+                                  f"kept without it")
+            loss = None
+        if skip:
+            self._skipped(skip, f"{why}; skipped")
+            return None
+        if decide:
+            return self.update(step, value, loss)
+        self.record(step, value, loss)
+        return self.decision()
+
+    def _skipped(self, kind: str, message: str) -> None:
+        level = logging.DEBUG if kind in self._warned else logging.WARNING
+        self._warned.add(kind)
+        log.log(level, "RunMonitor (%s, run %s): %s", self.detector.name, self.run_id, message)
 
     def record(self, step: float, value: float, loss: float | None = None) -> None:
         """Record an eval without asking the detector (a finished peer's log, say)."""
@@ -360,8 +403,3 @@ class MonitorGroup:
         self._ended.add(monitor.run_id)
         if monitor.steps:
             self.detector.on_job_end(monitor.final_view(completed))
-
-    def reset(self) -> None:
-        """Forget every run learnt from."""
-        self.detector.reset()
-        self._ended.clear()

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import ConfigError, SimConfig
+from .config import ConfigError, SimConfig, check_feasible
 from .experiment import platform_config
 from .metrics import aggregate, job_record
 from .sim import native
@@ -61,7 +61,8 @@ def resolve_config(config: str | os.PathLike | SimConfig,
         raise ConfigError(f"overrides={overrides!r}: expected a mapping of dotted keys to "
                           f"values, e.g. {{'noise.sigma': 0.05}}")
     base = platform_config(Path(config) if isinstance(config, os.PathLike) else config)
-    return base.with_overrides(overrides) if overrides else base
+    # a SimConfig built in Python reaches here unchecked for feasibility (load_sim_config checks)
+    return check_feasible(base.with_overrides(overrides) if overrides else base)
 
 
 def resolve_policy(policy: str | Policy) -> Policy:

@@ -54,6 +54,13 @@ class DetectorBase:
         return f"{type(self).__name__}({self.name!r})"
 
 
+def learns_from_runs(detector: Any) -> bool:
+    """Whether `detector` learns from ended runs (`on_job_end`), as its `needs` declares; the one
+    test callers use to decide whether to feed it peers. None (NoStop) and a detector without
+    `needs` learn nothing."""
+    return detector is not None and "runs" in getattr(detector, "needs", ())
+
+
 def monitored(types: tuple[str, ...], k: dict[str, int] | None = None) -> tuple[int, ...]:
     """Per job type (in `JOB_TYPES` order): its k from `k` (or 1) if in `types`, else 0."""
     return tuple((k or {}).get(t, 1) if t in types else 0 for t in JOB_TYPES)

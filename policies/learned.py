@@ -49,6 +49,8 @@ class NotADetectorModel(ValueError):
 class LearnedDetector(DetectorBase):
     """Stops a monitored job when the model's deterministic action is 1 (stop)."""
 
+    needs = ("evals", "loss", "progress")   # what the stop observation encodes
+
     def __init__(self, model: Any, name: str = "learned") -> None:
         n = getattr(model.action_space, "n", None)
         if n != 2:

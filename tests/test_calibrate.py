@@ -53,3 +53,23 @@ def test_misfit_is_zero_on_the_papers_figures_and_grows_with_a_miss() -> None:
     one_tol = {**paper, **bounds, "srtf_jct": 1124 + 112.4}
     assert misfit(one_tol) == pytest.approx(1.0)
     assert misfit({**paper, **bounds, "evalstop_precision": 0.90}) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["--trials", "5", *TINY, "--sampler-seed", "7", "--constants", "sigma", "tau"],
+])
+def test_the_printed_command_reproduces_the_search(argv: list[str]) -> None:
+    """calibration.md (and REPRODUCTION.md) print command(): parsed again, it must give the
+    same search (seeds, sampler seed, validation seeds, size, constants, trials)."""
+    import argparse
+
+    from evalstop_gym.benchmarks import calibrate
+
+    parser = argparse.ArgumentParser()
+    calibrate.add_arguments(parser)
+    args = parser.parse_args(argv)
+    printed = calibrate.command(args)
+    assert any(p.startswith("--seeds ") for p in printed)
+    again = parser.parse_args(" ".join(printed).split())
+    assert vars(again) == vars(args)

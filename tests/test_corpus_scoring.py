@@ -39,3 +39,54 @@ def test_targets_report_measured_numbers_and_verdicts() -> None:
     assert "worst 0.0%" in lines[0] and "**met**" in lines[0]
     text = corpus_section(corpus, e9, corpus_file("reward").parent / "provenance.json")
     assert "alpha" in text and "(a) The corpus's runs" in text
+
+
+def _e9(recall: float, fpr: float = 0.01, n_seeds: int = 2) -> pd.DataFrame:
+    return pd.DataFrame([{"group": "gauss0.05", "density": "5%", "detector": "DeclineTest-0.05",
+                          "fpr": fpr, "recall": recall, "recall_early": 0.8, "saved_frac": 0.1,
+                          "precision": 0.99, "jct_gain": 0.02, "n_seeds": n_seeds}])
+
+
+def _corpus() -> pd.DataFrame:
+    return pd.DataFrame([{"family": "reward", "density": "native",
+                          "detector": "DeclineTest-0.05", "false_stops": 0.0,
+                          "share_lost": 0.0, "recall": 0.9, "recall_early": 0.9,
+                          "n_healthy": 38, "n_declining": 10, "evals": 60}])
+
+
+def test_the_why_paragraph_appears_only_when_a_recall_target_is_missed() -> None:
+    """Its eval counts come from eval_points for e9's densities, not typed in."""
+    from evalstop_gym.benchmarks.corpus.tables import e9_setup
+    from evalstop_gym.sim.workload import eval_points
+
+    provenance = corpus_file("reward").parent / "provenance.json"
+    _, _, evals = e9_setup()
+    assert evals["5%"] == len(eval_points(0.05, True)) and evals["15%"] == len(
+        eval_points(0.15, True))
+    missed = corpus_section(_corpus(), _e9(recall=0.5), provenance)
+    assert "Why the recall targets are missed" in missed
+    assert f"the {evals['15%']} to {evals['5%']} evals of a 15% or 5% schedule" in missed
+    met = corpus_section(_corpus(), _e9(recall=0.99), provenance)
+    assert "Why the recall targets are missed" not in met
+
+
+def test_the_description_reads_seeds_jobs_and_evals_from_the_runs_and_config() -> None:
+    from evalstop_gym.experiment import load_experiment
+
+    provenance = corpus_file("reward").parent / "provenance.json"
+    text = corpus_section(_corpus(), _e9(recall=0.99, n_seeds=2), provenance)
+    n_jobs = load_experiment("e9").config.workload.n_jobs
+    assert f"(2 seeds, {n_jobs} jobs each, evals every 5%, 10%, 15% or at the corpus's " \
+           "native 60 per run)" in text
+
+
+def test_the_gao_fit_reads_the_simulators_ranges_from_the_config() -> None:
+    from evalstop_gym.benchmarks.corpus.gao_fit import fit_hacking_runs
+    from evalstop_gym.config import load_sim_config
+
+    runs = load_family("reward")
+    fit = fit_hacking_runs(runs, corpus_file("reward"))
+    sim = load_sim_config().curves.rlhf_hacking
+    assert fit["simulator"]["collapse"] == list(sim.collapse)
+    assert fit["simulator"]["peak_progress"] == list(sim.peak_progress)
+    assert fit["simulator"]["gain"] == list(sim.gain)

@@ -145,3 +145,14 @@ def test_a_detector_that_learns_from_ended_jobs_needs_the_info():
         agent.act(obs)
     assert agent.act(obs, info) in (0, 1)
     assert info["ended_jobs"] == ()
+
+
+def test_learning_from_ended_jobs_is_read_from_needs():
+    """CUSUM with a fixed sigma has an on_job_end but learns nothing: obs alone will do."""
+    env = gym.make("EvalStopCluster-v0", config="e2", **{"workload.n_jobs": 10})
+    obs, _ = env.reset(seed=0)
+    fixed = HeuristicAgent.from_name("CUSUM-0-3-0.05")
+    assert fixed.detector.needs == ("evals",) and not fixed.learns_from_ends
+    assert fixed.act(obs) in (0, 1)
+    assert HeuristicAgent.from_name("CUSUM-0-3").learns_from_ends
+    assert not HeuristicAgent.from_name("NoStop").learns_from_ends

@@ -68,14 +68,36 @@ def test_detectors_that_learn_from_ended_jobs_act_the_same_through_the_env(detec
     assert direct.metrics["n_stopped"] > 0
 
 
-def test_full_mode_with_no_stops_and_no_picks_is_the_base_scheduler():
+@pytest.mark.parametrize("base", ["SRTF-Est", "EvalSched"])
+def test_full_mode_with_no_stops_and_no_picks_is_the_base_scheduler(base):
+    """EvalSched too: its time slicing is the platform's, whoever allocates."""
     class Zero:
         def predict(self, obs):
             return np.zeros(65, dtype=np.int64), None
 
-    env, info = run_env(Zero(), 42, control="full")
-    direct = simulate(env.config, make_policy("SRTF-Est"), 42)
+    env, info = run_env(Zero(), 42, control="full", base_scheduler=base)
+    direct = simulate(env.config, make_policy(base), 42)
     assert _same(direct.metrics, info["metrics"])
+
+
+def test_the_stop_mode_waste_term_charges_what_the_cluster_charges_under_time_slicing():
+    """The reward's wasted GPU-minutes follow a time-sliced job's slower pace (EvalSched), as
+    the cluster's own accounting does."""
+    by_base = {}
+    for base in ("SRTF-Est", "EvalSched"):
+        env = gym.make("EvalStopCluster-v0", config="e2", base_scheduler=base,
+                       monitored=("lora", "dpo", "rlhf"), **SMALL)
+        env.reset(seed=1)
+        done = False
+        while not done:
+            _, _, done, _, info = env.step(0)
+        wasted = info["reward_terms"]["wasted_gpu_minutes"] * env.unwrapped.config.reward.\
+            time_scale_min   # the term is in units of T minutes
+        charged = sum(j.gpu_minutes_after_peak for j in env.unwrapped._jobs)
+        by_base[base] = (wasted, charged)
+    for wasted, charged in by_base.values():
+        assert wasted == pytest.approx(charged, rel=0.05)
+    assert by_base["EvalSched"][1] > 2 * by_base["SRTF-Est"][1]
 
 
 def test_learned_detector_acts_the_same_through_env_and_simulate(tmp_path):

@@ -54,3 +54,33 @@ def test_fig5_precision(exp, name, tmp_path):
     runs = fake_runs([(p, p.split("+")[0]) for p in figures.DETECTORS], [0.2, 0.5, 0.8])
     paths = figures.experiment_figures(exp, runs, tmp_path)
     assert_written(paths, [f"{name}.png", f"{name}.pdf"])
+
+
+def e2_runs() -> pd.DataFrame:
+    runs = fake_runs([("SRTF-Est", "none"), ("EvalStop-2+SRTF-Est", "EvalStop-2")], [0.0])
+    runs["value"] = np.nan
+    runs["recall"] = runs["precision"]   # the results figure's panels need recall too
+    return runs
+
+
+def test_e2_draws_fig2_from_a_synthetic_workload(small_config, tmp_path):
+    paths = figures.experiment_figures("e2", e2_runs(), tmp_path, small_config)
+    assert {"fig2_proxy_vs_world.png", "fig2_proxy_vs_world.pdf"} <= {p.name for p in paths}
+
+
+def test_e2_on_corpus_curves_skips_fig2(small_config, tmp_path):
+    """Corpus jobs have no closed-form true curves (curve_params index a corpus run), so
+    `run e2 --set curves.source=corpus` must draw its results figure without Fig. 2."""
+    config = small_config.with_overrides({"curves.source": "corpus"})
+    paths = figures.experiment_figures("e2__curves.source=corpus", e2_runs(), tmp_path, config)
+    assert_written(paths, ["results_e2__curves.source=corpus.png",
+                           "results_e2__curves.source=corpus.pdf"])
+
+
+def test_save_leaves_no_temp_file(tmp_path):
+    fig, ax = figures.plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    paths = figures.save(fig, tmp_path, "plot")
+    assert_written(paths, ["plot.png", "plot.pdf"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plot.pdf", "plot.png"]
+    assert paths[0].read_bytes().startswith(b"\x89PNG") and paths[1].read_bytes()[:4] == b"%PDF"

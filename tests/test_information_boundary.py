@@ -9,14 +9,14 @@ import numbers
 import numpy as np
 import pytest
 
+from evalstop_gym.benchmarks.duration_leak import duration_errors
 from evalstop_gym.policies import FIFO, SRTFEst
 from evalstop_gym.sim.cluster import CheckRequest, Cluster, ScheduleRequest
 from evalstop_gym.sim.jobs import Job
 from evalstop_gym.sim.kernel import SimulationError
-from evalstop_gym.sim.pace import knot_progress
 from evalstop_gym.sim.protocols import CONTINUE, Allocation
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView, make_view
-from evalstop_gym.sim.workload import eval_points, generate_workload
+from evalstop_gym.sim.workload import generate_workload
 
 HIDDEN = {"is_hacking", "peak_progress", "duration", "eval_true", "eval_observed",
           "curve_params", "loss_params", "eval_points", "observations", "gpu_minutes_after_peak"}
@@ -139,48 +139,11 @@ def test_a_jobs_duration_is_hidden_until_it_has_trained(small_config):
     assert make_view(a, 0.0) == make_view(b, 0.0)
 
 
-def duration_guesses(config, seeds) -> dict[tuple[str, str], list[float]]:
-    """Relative errors of what a policy can read off progress and the clock at every check of a
-    running job, keyed by (job type, estimator): the training minutes so far over the progress
-    (the mean rate); the minutes so far plus the rest at the last interval's pace; and that
-    rest as a policy that knows the pace model (pace.py) and the type's volatility expects it,
-    the log pace of each later interval a random walk from the last one's."""
-    overhead = config.cluster.preemption_overhead_min
-    errors: dict[tuple[str, str], list[float]] = {}
-    for seed in seeds:
-        jobs = generate_workload(config, seed)
-        cluster, base, before = Cluster(config, jobs), SRTFEst(), {}
-        while (req := cluster.next_decision()) is not None:
-            if not isinstance(req, CheckRequest):
-                cluster.answer_schedule(base.schedule(req.cluster, req.waiting, req.running))
-                continue
-            v = req.job
-            evals = len(v.eval_scores) * getattr(config.job_types, v.job_type).eval_minutes
-            trained = v.attained_minutes - evals - v.n_preemptions * overhead
-            p0, t0 = before.get(v.job_id, (0.0, 0.0))
-            if 0 < v.progress < 1:
-                truth = jobs[v.job_id].duration
-                pace = (trained - t0) / (v.progress - p0)
-                paced = trained + (1 - v.progress) * pace
-                knots = knot_progress(eval_points(config.evals.interval, config.evals.final))
-                later = knots[knots > v.progress + 1e-9]
-                widths = np.diff([v.progress, *later])
-                var = getattr(config.job_types, v.job_type).step_time_volatility ** 2
-                expected = trained + pace * float(np.sum(widths * np.exp(
-                    var * (later - v.progress) / 2)))
-                for name, guess in (("mean rate", trained / v.progress), ("last pace", paced),
-                                    ("model-aware", expected)):
-                    errors.setdefault((v.job_type, name), []).append(abs(guess / truth - 1))
-            before[v.job_id] = (v.progress, trained)
-            cluster.answer_check(CONTINUE)
-    return errors
-
-
 def test_a_running_jobs_duration_is_known_only_to_the_error_view_py_documents(small_config):
     """view.py: with step times that drift, reading the duration off progress and the clock
-    misses it by a median of about 4% for RLHF and 1-1.5% for LoRA and DPO, and almost never
-    hits it; the floors view.py states (3%, 0.5%) sit under those figures, for sampling room."""
-    errors = duration_guesses(small_config, seeds=(3, 4, 5, 6, 7))
+    misses it (BEYOND.md measures by how much) and almost never hits it; the floors view.py
+    states (3% for RLHF, 0.5% for LoRA and DPO) sit under those medians, for sampling room."""
+    errors = duration_errors(small_config, seeds=(3, 4, 5, 6, 7))
     floors = {"rlhf": 0.03, "lora": 0.005, "dpo": 0.005}
     for (job_type, name), errs in errors.items():
         assert len(errs) > 50, (job_type, name)
@@ -193,6 +156,6 @@ def test_with_every_step_alike_the_rate_reveals_the_duration_exactly(small_confi
     """The upper bound view.py names: `step_time_volatility: 0` for every type."""
     steady = small_config.with_overrides({f"job_types.{t}.step_time_volatility": 0.0
                                           for t in ("lora", "dpo", "rlhf")})
-    errors = duration_guesses(steady, seeds=(3,))
+    errors = duration_errors(steady, seeds=(3,))
     everything = [e for (_, name), errs in errors.items() if name == "mean rate" for e in errs]
     assert len(everything) > 100 and float(np.median(everything)) < 1e-12

@@ -66,3 +66,70 @@ def test_direction_and_missing_metric(tmp_path):
     none = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
     with pytest.raises(ValueError, match="no metric; pass metric="):
         EvalStopCallback().on_train_begin(none, TrainerState(), TrainerControl())
+
+
+class SpikyWeight(EXAMPLE["OneWeight"]):
+    """The example's model, whose training loss reads NaN (gradients untouched) on steps 21-30."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x, labels=None):
+        out = super().forward(x, labels)
+        if self.training and labels is not None:
+            self.calls += 1
+            if 21 <= self.calls <= 30:
+                out["loss"] = out["loss"] + float("nan")      # a constant: no NaN gradient
+        return out
+
+
+def test_nan_metric_and_nan_loss_do_not_end_training_with_an_error(tmp_path, caplog):
+    from transformers import Trainer
+
+    evaluated = []
+
+    def score(pred):
+        evaluated.append(1)
+        value = EXAMPLE["score"](pred)["score"]
+        return {"score": float("nan") if len(evaluated) == 2 else value}   # eval at step 20
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=200, per_device_train_batch_size=8,
+        learning_rate=0.02, optim="sgd", lr_scheduler_type="constant", weight_decay=0.0,
+        eval_strategy="steps", eval_steps=10, logging_steps=10, save_strategy="no",
+        metric_for_best_model="score", greater_is_better=True, report_to="none", use_cpu=True,
+        remove_unused_columns=False, disable_tqdm=True, logging_nan_inf_filter=False)
+    callback = EvalStopCallback("EvalStop-2")
+    trainer = Trainer(model=SpikyWeight(), args=args, train_dataset=EXAMPLE["examples"](2.0, 8),
+                      eval_dataset=EXAMPLE["examples"](1.0, 4), compute_metrics=score,
+                      callbacks=[callback])
+    with caplog.at_level("WARNING"):
+        trainer.train()                                   # used to raise ValueError at step 20
+    losses = {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+    assert losses[30] != losses[30]                       # the NaN loss was logged ...
+    assert callback.decision.stop and trainer.state.global_step < 200    # ... and still stopped
+    assert 20 not in callback.monitor.steps and 30 in callback.monitor.steps
+    assert callback.monitor.state_dict()["losses"][callback.monitor.steps.index(30)] is None
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert sum("not finite; skipped" in m for m in warned) == 1
+    assert sum("loss=nan at step 30 is not finite" in m for m in warned) == 1
+
+
+def test_resume_skips_nan_entries_of_the_log_history(tmp_path):
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=100, report_to="none",
+                             metric_for_best_model="score", use_cpu=True)
+    nan = float("nan")
+    history = [{"loss": 1.0, "step": 10}, {"eval_score": 0.5, "step": 10},
+               {"loss": nan, "step": 20}, {"eval_score": nan, "step": 20},
+               {"eval_score": 0.6, "step": 30}, {"eval_score": 0.55, "step": 40}]
+    resumed = EvalStopCallback("EvalStop-2")
+    resumed.on_train_begin(args, TrainerState(max_steps=100, log_history=history),
+                           TrainerControl())
+    assert resumed.monitor.steps == [10, 30, 40]
+    assert resumed.monitor.state_dict()["losses"] == [1.0, None, None]
+    control = TrainerControl()
+    resumed.on_log(args, TrainerState(global_step=50), control, logs={"loss": float("inf")})
+    resumed.on_evaluate(args, TrainerState(global_step=50, max_steps=100), control,
+                        metrics={"eval_score": 0.5})
+    assert control.should_training_stop and resumed.best_step == 30

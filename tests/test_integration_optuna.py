@@ -56,3 +56,38 @@ def test_cross_trial_detector_learns_from_the_studys_completed_trials():
     assert result[0.9][0] == result[0.8][0] == "COMPLETE"    # no peers yet: nothing to compare
     assert result[0.55] == ("PRUNED", 6)                     # first report past 30% warm-up
     assert result[0.95][0] == "COMPLETE"                     # above its peers: kept
+
+
+def test_a_report_past_max_steps_is_skipped_not_a_failed_trial(caplog):
+    pruner = EvalStopPruner("EvalStop-2", max_steps=10)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+
+    def objective(trial):
+        for step in range(1, 16):                  # five reports past max_steps=10
+            trial.report(step / 15, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return 1.0
+    with caplog.at_level("WARNING"):
+        study.optimize(objective, n_trials=1)
+    assert study.trials[0].state == TrialState.COMPLETE             # used to be FAIL
+    assert sum("past max_steps=10; skipped" in r.getMessage() for r in caplog.records
+               if r.levelname == "WARNING") == 1
+
+
+@pytest.mark.parametrize("name", ["EvalStop-2", "MedianPruner-50-2"])
+def test_finished_trials_monitors_are_dropped(name):
+    pruner = EvalStopPruner(name, max_steps=10)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+
+    def objective(trial):
+        for step in range(1, 11):
+            trial.report(step / 10 * (1 + trial.number % 3), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+            if trial.number % 7 == 3 and step == 2:
+                raise RuntimeError("a failed trial")   # FAIL: never learnt from, still dropped
+        return 1.0
+    study.optimize(objective, n_trials=40, catch=(RuntimeError,))
+    assert len(study.trials) == 40
+    assert set(pruner._monitors) <= {39}               # only the last trial's (used to be 40)

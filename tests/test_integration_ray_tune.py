@@ -28,3 +28,46 @@ def test_scheduler_stops_declining_trials_and_lets_rising_ones_finish(local_ray,
     assert len(scheduler.stopped) == 2
     assert all("2 consecutive eval declines" in why for why in scheduler.stopped.values())
     assert len(scheduler._ended) == 4                               # every end was reported
+
+
+def test_a_result_past_max_t_stops_the_trial_as_complete_without_raising():
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import TrialScheduler
+
+    from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+
+    scheduler = EvalStopScheduler(metric="score", mode="max", time_attr="time_total_s", max_t=60)
+    trial = Trial("__fake", stub=True)
+    scheduler.on_trial_add(None, trial)
+    for t, score in [(20.1, 0.5), (41.3, 0.6)]:
+        assert scheduler.on_trial_result(None, trial, {"time_total_s": t, "score": score}) == \
+            TrialScheduler.CONTINUE
+    result = {"time_total_s": 62.7, "score": 0.7}            # used to raise: past max_steps
+    assert scheduler.on_trial_result(None, trial, result) == TrialScheduler.STOP
+    assert trial.trial_id in scheduler._ended and trial.trial_id not in scheduler.stopped
+    assert scheduler.monitors[trial.trial_id].steps == [20.1, 41.3]   # not judged
+    scheduler.on_trial_complete(None, trial, result)                  # reported once only
+
+
+def test_time_total_s_past_max_t_in_a_real_run(local_ray, tmp_path):
+    from ray import tune
+
+    from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+
+    def trainable_by_time(config: dict) -> None:     # local: pickled by value for the workers
+        import time
+
+        for step in range(1, 200):
+            time.sleep(0.02)
+            tune.report({"score": step / 200})
+
+    scheduler = EvalStopScheduler(detector="EvalStop-2", time_attr="time_total_s", max_t=0.3)
+    tuner = tune.Tuner(trainable_by_time, param_space={"x": tune.grid_search([1, 2])},
+                       tune_config=tune.TuneConfig(metric="score", mode="max",
+                                                   scheduler=scheduler),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0))
+    results = tuner.fit()
+    assert not results.errors
+    assert all(r.metrics["training_iteration"] < 199 for r in results)     # stopped at max_t
+    assert all(r.metrics["time_total_s"] >= 0.3 for r in results)
+    assert not scheduler.stopped and len(scheduler._ended) == 2

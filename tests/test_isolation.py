@@ -18,9 +18,11 @@ def _same(a, b) -> bool:
 
 
 @pytest.mark.parametrize("policy", ["EvalStop-2+SRTF-Est", "StopAt-0.65+FIFO",
-                                    "MedianPruner+SRTF-Est", "CUSUM-0-3+LossAware"])
+                                    "MedianPruner+SRTF-Est", "CUSUM-0-3+LossAware", "EvalSched",
+                                    "EvalStop-2+EvalSched"])
 def test_isolated_runs_equal_in_process_runs(small_config, policy):
-    """Checks, passes, milestones and ended-job views all cross the process boundary."""
+    """Checks, passes, milestones, ended-job views and EvalSched's time slicing all cross the
+    process boundary."""
     here = simulate(small_config, policy, 11)
     there = simulate(small_config, policy, 11, isolated=True)
     assert _same(here.metrics, there.metrics)

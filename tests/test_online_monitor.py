@@ -74,6 +74,34 @@ def test_bad_input_is_named(call, message):
         call(RunMonitor("EvalStop-2", max_steps=100))
 
 
+def test_offer_skips_what_no_detector_can_judge_and_warns_once_per_kind(caplog):
+    monitor = RunMonitor("EvalStop-2", max_steps=100)
+    with caplog.at_level("DEBUG", logger="evalstop_gym.online"):
+        assert monitor.offer(10, 0.5, loss=1.0).n_evals == 1
+        assert monitor.offer(10, 0.6) is None                  # a second evaluate at step 10
+        assert monitor.offer(20, float("nan")) is None
+        assert monitor.offer(20, float("inf")) is None
+        assert monitor.offer(500, 0.6) is None                 # past max_steps
+        assert monitor.offer(20, 0.6, loss=float("nan")).n_evals == 2    # loss dropped
+        assert monitor.offer(30, 0.55, decide=False).n_evals == 3        # recorded only
+        assert monitor.offer(40, 0.5).stop                     # two declines: judged at 40
+    assert monitor.steps == [10, 20, 30, 40]
+    assert monitor.state_dict()["losses"] == [1.0, None, None, None]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 4                                    # step, value, max_steps, loss
+    assert any("step=10 is not after the previous eval's step 10" in m for m in warned)
+    assert any("value=nan at step 20 is not finite; skipped" in m for m in warned)
+    assert any("step=500 is past max_steps=100; skipped" in m for m in warned)
+    assert any("loss=nan at step 20 is not finite; the eval is kept" in m for m in warned)
+    assert any("value=inf" in r.getMessage() for r in caplog.records if r.levelname == "DEBUG")
+    for call, message in [(lambda: monitor.offer(50, "0.5"), "value='0.5'"),
+                          (lambda: monitor.offer(True, 0.5), "step=True")]:
+        with pytest.raises(ValueError, match=message):   # wrong types are errors, not skips
+            call()
+    with pytest.raises(ValueError, match="step=-1"):
+        RunMonitor("EvalStop-2").offer(-1, 0.5)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"mode": "maximise"}, "mode='maximise'"), ({"max_steps": 0}, "max_steps=0"),
     ({"job_type": "sft"}, "job_type='sft'"), ({"detector": "none"}, "not 'none'"),

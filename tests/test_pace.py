@@ -123,9 +123,15 @@ def test_volatility_0_leaves_a_job_evenly_paced() -> None:
             assert job.peak_work == job.peak_progress
 
 
-@pytest.mark.parametrize("value", ["-0.1", ".nan", ".inf", "4", "fast"])
-def test_a_bad_volatility_names_the_field_and_its_range(value: str) -> None:
-    with pytest.raises(ConfigError, match=r"job_types\.rlhf\.step_time_volatility"):
+@pytest.mark.parametrize("value", [-0.1, 4.0])
+def test_a_volatility_outside_0_to_3_names_the_field_and_its_range(value: float) -> None:
+    with pytest.raises(ConfigError, match=r"job_types\.rlhf\.step_time_volatility: .*\[0, 3\]"):
+        load_sim_config(overrides={"job_types.rlhf.step_time_volatility": value})
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "fast"])
+def test_a_volatility_that_is_not_a_finite_number_names_the_field(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"job_types\.rlhf\.step_time_volatility: .*number"):
         load_sim_config(overrides={"job_types.rlhf.step_time_volatility": value})
 
 

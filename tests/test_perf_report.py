@@ -39,3 +39,17 @@ def test_perf_json_has_the_keys_issue_6_names(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "engine / bare" in out and "| compiled |" in out and "identical" in out
     assert res["compile"] == {"compile_s": 9.5} and "empty numba cache" in out
+
+
+def test_compile_child_imports_only_the_installed_package(tmp_path):
+    """The compile-time child must run outside the checkout (a wheel install, another cwd),
+    where the top-level `policies` folder is not importable."""
+    code = perf.COMPILE_CODE.format(jobs=5)
+    statements = code.split("; ")
+    imports = [s for s in statements if s.startswith(("from ", "import "))]
+    assert {s.split()[1].rstrip(",").split(".")[0] for s in imports} <= {
+        "json", "time", "evalstop_gym"}
+    # run the child's imports from another cwd (the compiled run itself takes too long here)
+    res = perf._child("; ".join(imports + ["print(json.dumps({'ok': True}))"]), 120.0,
+                      {"ok": False}, cwd=tmp_path)
+    assert res == {"ok": True}

@@ -129,6 +129,26 @@ def test_detectors_that_cannot_act_say_so(tmp_path):
     assert lora["note"].iloc[0] == "cannot act: EvalStop-2 does not monitor lora runs"
 
 
+def test_peer_views_are_built_only_for_cross_run_detectors_and_warn_of_nothing(
+        tmp_path, caplog, monkeypatch):
+    paths = []
+    for i, values in enumerate([[0.4, 0.5, 0.6], [0.4, 0.45, 0.5]]):
+        (tmp_path / f"r{i}").mkdir()
+        paths.append(write_state(tmp_path / f"r{i}", eval_history("eval_acc", values)))
+    runs = read_logs(paths)
+    built = []
+    real = replay.peer_view
+    monkeypatch.setattr(replay, "peer_view", lambda r, t: built.append(r) or real(r, t))
+    replay.replay(runs, ["EvalStop-2", "Patience-3"])
+    assert built == []                                   # no cross-run detector: no peers
+    with caplog.at_level("WARNING"):
+        table = replay.replay(runs, ["EvalStop-1", "MedianPruner"], job_type="lora")
+    assert len(built) == 2                               # once per run, not per detector
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert sum("does not monitor lora runs" in m for m in warned) == 4   # judged ones only
+    assert table["note"].tolist()[0] == "cannot act: EvalStop-1 does not monitor lora runs"
+
+
 def test_cross_run_groups_are_per_metric_and_ignore_file_order(tmp_path, capsys):
     paths = []
     for i, (key, values) in enumerate([("eval_acc", [0.5, 0.6, 0.7, 0.8]),

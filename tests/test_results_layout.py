@@ -105,3 +105,32 @@ def test_sweeps_draw_no_results_figure(name, tmp_path):
                           "saved_frac": 0.1, "n_stopped": 1.0, "fpr": 0.0, "precision": 1.0}])
     paths = figures.experiment_figures(name, runs, tmp_path)
     assert paths and not any(p.name.startswith("results_") for p in paths)
+
+
+def test_report_copies_the_papers_figures_not_a_variants(tmp_path):
+    """A variant folder (OUT/e2__...) draws figures of the paper's names: the report copies only
+    OUT/<matrix experiment>/ figures, so a variant never replaces the paper's."""
+    from evalstop_gym.benchmarks import report
+
+    out = tmp_path / "results"
+    for folder, data in (("e2", b"paper"), ("e2__noise.sigma=0.05", b"variant"),
+                         ("e7x", b"beyond")):
+        (out / folder).mkdir(parents=True)
+        (out / folder / "fig2_proxy_vs_world.png").write_bytes(data)
+    (out / "e5").mkdir()
+    (out / "e5" / "fig3_k_sweep.png").write_bytes(b"k")
+    lines = report.copy_figures(out, tmp_path)
+    assert lines == ["![fig2_proxy_vs_world](figures/fig2_proxy_vs_world.png)",
+                     "![fig3_k_sweep](figures/fig3_k_sweep.png)"]
+    assert (tmp_path / "figures" / "fig2_proxy_vs_world.png").read_bytes() == b"paper"
+
+
+def test_no_beyond_help_names_every_beyond_experiment():
+    import argparse
+
+    from evalstop_gym.benchmarks import report
+
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    assert all(name in text for name in report.BEYOND) and "e9" in text

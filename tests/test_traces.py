@@ -106,6 +106,23 @@ def test_philly_window_becomes_typed_capped_jobs():
     assert any(j.is_hacking for j in jobs)
 
 
+def test_a_replayed_window_honours_exact_counts_and_corpus_curves():
+    """The trace gives arrivals, sizes and types; labels and curves follow the workload's
+    `counts` and `curves.source` exactly as a synthetic workload's do."""
+    from evalstop_gym.sim.workload import exact_counts
+
+    exact = philly().with_overrides({"workload.counts": "exact"})
+    jobs = generate_workload(exact, seed=1)
+    rlhf = [j for j in jobs if j.job_type == "rlhf"]
+    wanted = exact_counts(len(rlhf), [exact.workload.hacking_fraction,
+                                      1 - exact.workload.hacking_fraction])[0]
+    assert sum(j.is_hacking for j in rlhf) == wanted
+    corpus = generate_workload(philly().with_overrides({"curves.source": "corpus"}), seed=1)
+    assert [(j.arrival, j.gpus, j.job_type) for j in corpus] == [
+        (j.arrival, j.gpus, j.job_type) for j in jobs]
+    assert all(len(j.curve_params) == 2 for j in corpus)   # (family, run): real curves
+
+
 def test_window_scaling_and_type_mapping():
     from evalstop_gym.traces.philly import job_type_of
 

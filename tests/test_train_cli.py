@@ -61,3 +61,46 @@ def test_the_script_is_a_thin_wrapper_over_the_subcommand():
     out = subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.train_stop_policy",
                           "--help"], capture_output=True, text=True, check=True).stdout
     assert "--total-timesteps" in out and "--algo {ppo,dqn,maskable_ppo}" in out
+
+
+def test_baselines_are_reset_at_every_episode(monkeypatch):
+    """HeuristicAgent.reset is per episode: a detector that learns from ended jobs must not
+    carry what it learnt on one held-out seed into the next."""
+    import argparse
+
+    from evalstop_gym.benchmarks import train
+    from evalstop_gym.env import HeuristicAgent
+
+    calls = []
+    monkeypatch.setattr(HeuristicAgent, "reset", lambda self: calls.append("reset"))
+
+    def fake_episode(env, seed, act, start=None):
+        if start is not None:
+            start()
+        calls.append(seed)
+        return {"seed": seed}
+
+    monkeypatch.setattr(train, "episode", fake_episode)
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    args = parser.parse_args(["--eval-seeds", "1", "2", "3", "--baselines", "EvalStop-2"])
+    train.evaluate(args, model=None)
+    assert calls[-6:] == ["reset", 1, "reset", 2, "reset", 3]
+
+
+def test_episode_resets_the_agent_after_the_env():
+    from evalstop_gym.benchmarks import train
+
+    calls = []
+
+    class Env:
+        def reset(self, seed):
+            calls.append(("env", seed))
+            return {}, {}
+
+        def step(self, action):
+            return {}, 1.0, True, False, {"metrics": {"jct": 1.0}}
+
+    for seed in (5, 6):
+        train.episode(Env(), seed, lambda o, i: 0, start=lambda: calls.append("agent"))
+    assert calls == [("env", 5), "agent", ("env", 6), "agent"]

@@ -222,3 +222,16 @@ def test_platform_files_name_the_file(tmp_path, files, message):
 def test_overrides_must_be_a_mapping_of_dotted_keys(overrides):
     with pytest.raises(ConfigError, match=r"^overrides: "):
         SimConfig().with_overrides(overrides)
+
+
+def test_an_infeasible_platform_built_in_python_fails_before_the_run():
+    """simulate and gym.make check a SimConfig built directly as load_sim_config checks a file."""
+    import gymnasium as gym
+
+    from evalstop_gym.config import ClusterConfig, SimConfig
+    from evalstop_gym.simulate import simulate
+
+    with pytest.raises(ConfigError, match=r"^cluster.gpus: a dpo job needs up to 4 GPUs"):
+        simulate(SimConfig(cluster=ClusterConfig(gpus=2)), "SRTF-Est", 1)
+    with pytest.raises(ConfigError, match=r"^cluster.gpus: a dpo job needs up to 4 GPUs"):
+        gym.make("EvalStopCluster-v0", config="defaults", **{"cluster.gpus": 2})

@@ -1,8 +1,8 @@
 """`evalstop-bench corpus build`: train every corpus run and write the shipped data files.
 
 Each family's generator (`supervised`, `reward_hacking`) lists its runs' settings and trains one
-run from its settings alone; this command runs them all (a progress bar; about two minutes on
-one core), writes one CSV per family in the replay format and `provenance.json` (every run's
+run from its settings alone; this command runs them all (with a progress bar), writes one CSV
+per family in the replay format and `provenance.json` (every run's
 settings, the library versions, the label of each run from its test curve, and the Gao fit of
 the hacking reward runs) into `--out` (default: the package's `traces/data/corpus`), each file
 atomically. `--only FAMILY` rebuilds one family.

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from evalstop_gym.config import load_sim_config
 from evalstop_gym.traces.corpus import CorpusRun
 
 
@@ -64,7 +65,8 @@ def fit_hacking_runs(runs: Sequence[CorpusRun], path: Path) -> dict[str, Any]:
                      "test_peak_progress": run.peak_progress})
     median = {k: float(np.nanmedian([f[k] for f in fits])) for k in
               ("alpha", "beta", "r2", "d_peak", "gain", "collapse", "test_peak_progress")}
+    sim = load_sim_config().curves.rlhf_hacking   # the ranges the simulator draws from
     return {"n_runs": len(fits), "median": median, "runs": fits,
-            "simulator": {"collapse": [1.5, 2.5], "peak_progress": [0.55, 0.75],
-                          "gain": [0.3, 0.5],
+            "simulator": {"collapse": list(sim.collapse), "peak_progress": list(sim.peak_progress),
+                          "gain": list(sim.gain),
                           "source": "configs/defaults.yaml curves.rlhf_hacking"}}

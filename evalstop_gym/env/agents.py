@@ -4,10 +4,10 @@
 detector's `decide` receives in `simulate`, so it decides identically); given only an
 observation, it decodes one back into a `SchedulerJobView` (`decode_stop`, to the float32
 precision of the observation). Either way a detector in `policies/` runs unchanged. Detectors
-that learn from other jobs' ends (`on_job_end`: MedianPruner, CUSUM and BOCPD with an estimated
-noise level) are fed `info["ended_jobs"]`, so they need `act(obs, info)`; called without `info`
-they raise rather than silently never warm up. `act` and `predict` (the SB3 shape, which
-`evaluate_policy` calls) serve single and batched observations.
+that learn from other jobs' ends ("runs" in their `needs`: MedianPruner, CUSUM and BOCPD with an
+estimated noise level) are fed `info["ended_jobs"]`, so they need `act(obs, info)`; called
+without `info` they raise rather than silently never warm up. `act` and `predict` (the SB3
+shape, which `evaluate_policy` calls) serve single and batched observations.
 """
 
 from __future__ import annotations
@@ -37,13 +37,14 @@ class HeuristicAgent:
 
     def __init__(self, detector: Detector | None) -> None:
         # the policies package sits above the env
-        from evalstop_gym.policies.detector import DetectorBase
+        from evalstop_gym.policies.detector import learns_from_runs
 
         self.detector = detector
         self.name = detector.name if detector is not None else "NoStop"
         self.milestones: tuple[float, ...] = tuple(detector.milestones) if detector else ()
-        self.learns_from_ends = (detector is not None and type(detector).on_job_end
-                                 is not DetectorBase.on_job_end)
+        # from `needs`, as everywhere else: CUSUM with a fixed sigma has an on_job_end but learns
+        # nothing from it, so it acts from an observation alone
+        self.learns_from_ends = learns_from_runs(detector)
 
     @classmethod
     def from_name(cls, name: str) -> HeuristicAgent:

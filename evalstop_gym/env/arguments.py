@@ -39,7 +39,7 @@ def check_milestones(milestones: Any) -> tuple[float, ...]:
                 or not 0.0 < m < 1.0:
             raise ValueError(f"milestones: {m!r} is not a progress point: expected finite "
                              f"numbers in (0, 1)")
-    return tuple(float(m) for m in points)
+    return tuple(sorted({float(m) for m in points}))   # the cluster asks once at each point
 
 
 def check_max_jobs(max_jobs: Any) -> int:

@@ -147,6 +147,7 @@ class EvalStopClusterEnv(gym.Env):
             self.action_space = spaces.MultiDiscrete([2] * max_jobs + [max_jobs + 1])
         self.observation_space = self.encoder.space
         self._cluster: Cluster | None = None
+        self._planner: Any = None   # the base's incremental plan (stop mode), set at reset
         self._jobs: list[Job] = []
         self._request: CheckRequest | ScheduleRequest | None = None
         self._rows: list[SchedulerJobView] = []
@@ -162,6 +163,11 @@ class EvalStopClusterEnv(gym.Env):
             self.np_random.integers(*UNSEEDED_SEED_RANGE))
         self.base.reset()
         self._cluster, self._jobs = make_cluster(self.config, self._seed, self.milestones)
+        # the base allocates in both modes (all of it in stop mode, what the agent leaves in
+        # full mode), so the cluster takes its time slicing either way; stop mode answers its
+        # passes through the base's incremental plan where it has one
+        self._cluster.adopt(self.base)
+        self._planner = self._cluster.planner_for(self.base) if self.control == "stop" else None
         self._ended = []
         self._meter = RewardMeter(self.config.reward, self._cluster, self._jobs,
                                   wasted_on_decision=self.control == "stop")
@@ -234,8 +240,7 @@ class EvalStopClusterEnv(gym.Env):
         """Answer what the agent does not control until a request for the agent (or the end)."""
         cluster = self._cluster
         assert cluster is not None
-        # stop mode: the base answers every pass, through its incremental plan where it has one
-        planner = cluster.planner_for(self.base) if self.control == "stop" else None
+        planner = self._planner
         while (request := cluster.next_decision(views=planner is None)) is not None:
             if isinstance(request, ScheduleRequest):
                 if self.control == "full":

@@ -108,9 +108,9 @@ def committed_waste(job: Job) -> float:
         return 0.0
     target, eval_index = job.checks[job.next_check]
     past = max(0.0, job.check_work[job.next_check] - max(job.work, job.peak_work))
-    minutes = past * job.duration
+    minutes = past * job.duration / job.speed       # as Cluster._charge counts them
     if eval_index >= 0 and target > job.peak_progress:
-        minutes += job.eval_minutes
+        minutes += job.eval_minutes / job.speed
     return job.gpus * minutes
 
 

@@ -9,7 +9,9 @@ lower is better); progress is `state.global_step / state.max_steps`. It decides 
 and sets `control.should_training_stop`; `best_step` / `best_metric` name the checkpoint to
 keep. It works with `load_best_model_at_end` (which then loads that checkpoint, if saved) but
 does not require it. On resume it rebuilds the monitor from `state.log_history`, so patience and
-every other detector state carry on rather than restart.
+every other detector state carry on rather than restart. A NaN or infinite metric is skipped and
+a NaN or infinite training loss dropped, each with one warning (`RunMonitor.offer`): Trainer logs
+them in runs that recover, so they do not end training with an error.
 """
 
 from __future__ import annotations
@@ -90,10 +92,12 @@ class EvalStopCallback(TrainerCallback, ExportableState):
                      decision.best_step)
 
     def _observe(self, step: int, value: float) -> MonitorDecision | None:
+        """The decision after this eval; the last one if the eval is skipped (a second evaluate
+        at the same step, a non-finite value)."""
         assert self.monitor is not None, "on_train_begin was not called"
-        if self.monitor.steps and step <= self.monitor.steps[-1]:
-            return self.decision        # a second evaluate at the same step: already judged
-        self.decision = self.monitor.update(step, value, self._loss)
+        decision = self.monitor.offer(step, value, self._loss)
+        if decision is not None:
+            self.decision = decision
         return self.decision
 
     def state(self) -> dict[str, Any]:

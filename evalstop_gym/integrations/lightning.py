@@ -99,12 +99,13 @@ class EvalStopCallback(Callback):
             log.warning("EvalStopCallback: %s = %s is skipped", self.monitor, value)
             return False
         run = self._monitor(trainer)
-        if run.steps and trainer.global_step <= run.steps[-1]:
-            return run.stopped          # validated again at the same step: already judged
-        self.decision = run.update(trainer.global_step, value)
-        if self.decision.stop:
-            self.stopping_reason = self.decision.reason
-        return self.decision.stop
+        decision = run.offer(trainer.global_step, value)
+        if decision is None:
+            return run.stopped      # skipped (validated again at the same step, say): as before
+        self.decision = decision
+        if decision.stop:
+            self.stopping_reason = decision.reason
+        return decision.stop
 
     def state_dict(self) -> dict[str, Any]:
         state = self.run.state_dict() if self.run is not None else self._pending

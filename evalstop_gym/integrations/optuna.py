@@ -9,7 +9,10 @@ known, which StopAt and MedianPruner need. Detectors that learn across runs (Med
 and BOCPD with the pooled noise estimate) learn from the study's finished trials, as Optuna's own
 MedianPruner does: completed trials as completed runs, pruned ones as stopped runs. It composes
 like any pruner, e.g. `optuna.pruners.PatientPruner(EvalStopPruner(...), patience=2)`.
-Non-finite reported values are skipped (Optuna accepts them; no detector can judge them).
+Non-finite reported values, and steps past `max_steps`, are skipped with a warning (Optuna
+accepts them; no detector can judge them). A trial's monitor is dropped once the trial has ended
+(and, for a detector that learns across runs, been learnt from), so a long study holds monitors
+only for its running trials.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "pip install 'evalstop-gym[optuna]'") from exc
 
 from ..online import MonitorGroup, RunMonitor
+from ..policies.detector import learns_from_runs
 from ..sim.protocols import Detector
 
 log = logging.getLogger(__name__)
 
 ENDED = (TrialState.COMPLETE, TrialState.PRUNED)
+FINISHED = (*ENDED, TrialState.FAIL)
 
 
 class EvalStopPruner(BasePruner):
@@ -46,7 +51,9 @@ class EvalStopPruner(BasePruner):
 
     def prune(self, study: optuna.study.Study, trial: FrozenTrial) -> bool:
         group = self._group_for(study)
-        if "runs" in getattr(group.detector, "needs", ()):
+        if trial.number not in self._monitors:     # a new trial: once per trial, forget the ended
+            self._forget_finished(study, group)
+        if learns_from_runs(group.detector):
             self._learn(study, group)
         monitor = self._monitor(trial.number, group)
         self._feed(monitor, trial)
@@ -65,20 +72,24 @@ class EvalStopPruner(BasePruner):
             self._monitors[number] = group.monitor(self.max_steps)
         return self._monitors[number]
 
+    def _forget_finished(self, study: optuna.study.Study, group: MonitorGroup) -> None:
+        """Drop the monitors of ended trials, except those `_learn` has yet to learn from."""
+        learns = learns_from_runs(group.detector)
+        for done in study.get_trials(deepcopy=False, states=FINISHED):
+            if done.number not in self._monitors:
+                continue
+            if (learns and done.state in ENDED and done.intermediate_values
+                    and done.number not in self._ended):
+                continue
+            del self._monitors[done.number]
+
     @staticmethod
     def _feed(monitor: RunMonitor, trial: FrozenTrial, decide: bool = True) -> None:
-        """Give the monitor the values reported since it last looked, in step order."""
+        """Give the monitor the values reported since it last looked, in step order; values it
+        cannot judge (non-finite, past max_steps) are skipped with a warning (`offer`)."""
         last = monitor.steps[-1] if monitor.steps else -math.inf
         for step in sorted(s for s in trial.intermediate_values if s > last):
-            value = trial.intermediate_values[step]
-            if not math.isfinite(value):
-                log.warning("EvalStopPruner: trial %d reported %s at step %d; skipped",
-                            trial.number, value, step)
-                continue
-            if decide:
-                monitor.update(step, value)
-            else:
-                monitor.record(step, value)
+            monitor.offer(step, trial.intermediate_values[step], decide=decide)
 
     def _learn(self, study: optuna.study.Study, group: MonitorGroup) -> None:
         """Report every finished trial not yet reported to the group, in trial order."""

@@ -6,16 +6,17 @@
 This is the paper's own framing: a detector at the scheduler stops a trial whose metric has
 turned and hands its resources to the trials waiting. Each result's `time_attr` value is the
 step and `metric` the value (direction `mode`); progress is step / `max_t` when given, and a
-trial reaching `max_t` is stopped as complete, as Tune's ASHA does. `metric` and `mode` may
-also come from `tune.TuneConfig`. Ended trials (complete, stopped, errored or removed) are
-reported to the scheduler's `MonitorGroup`, so cross-run detectors (MedianPruner, CUSUM and
-BOCPD with the pooled noise estimate) learn from them; a trial it stopped counts as stopped.
+trial reaching `max_t` is stopped as complete, as Tune's ASHA does (a result past `max_t`, as
+`time_total_s` gives, stops it unjudged). Non-finite values and repeated steps are skipped.
+`metric` and `mode` may also come from `tune.TuneConfig`. Ended trials (complete, stopped,
+errored or removed) are reported to the scheduler's `MonitorGroup`, so cross-run detectors
+(MedianPruner, CUSUM and BOCPD with the pooled noise estimate) learn from them; a trial it
+stopped counts as stopped.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 try:
@@ -74,11 +75,14 @@ class EvalStopScheduler(FIFOScheduler):
         if self.time_attr not in result or self._metric not in result:
             return TrialScheduler.CONTINUE
         step, value = result[self.time_attr], result[self._metric]
-        if not math.isfinite(value) or (monitor.steps and step <= monitor.steps[-1]):
-            log.warning("EvalStopScheduler: trial %s: %s=%s at %s=%s skipped", trial,
-                        self._metric, value, self.time_attr, step)
+        if self.max_t is not None and step > self.max_t:
+            # past the run's known length (a time_attr such as time_total_s overshoots max_t):
+            # the trial has run its course; the monitor, whose max_steps is max_t, cannot judge it
+            self._end(trial, completed=True)
+            return TrialScheduler.STOP
+        decision = monitor.offer(step, value)
+        if decision is None:            # a non-finite value or a repeated step (logged)
             return TrialScheduler.CONTINUE
-        decision = monitor.update(step, value)
         if decision.stop:
             self.stopped[trial.trial_id] = decision.reason
             self._end(trial, completed=False)

@@ -165,7 +165,7 @@ class Cluster:
         """Take what the platform does for `policy`'s base scheduler: its time slicing test
         (`time_sliced`, EvalSched's). `run` and `planner_for` call it; a driver answering
         passes with `policy.schedule` itself calls it once before the first decision."""
-        self.time_sliced = _time_sliced(policy)
+        self.time_sliced = time_sliced_test(policy)
 
     def run(self, policy: Policy) -> None:
         """Drive the whole run with `policy` answering every request.
@@ -456,7 +456,7 @@ def check_work(job: Job) -> list[float]:
     return work_at(job.eval_points, job.eval_work, np.array(progress)).tolist()
 
 
-def _time_sliced(policy: Any) -> Callable[[SchedulerJobView], bool] | None:
+def time_sliced_test(policy: Any) -> Callable[[SchedulerJobView], bool] | None:
     """The `time_sliced` test of the policy or of the base scheduler it composes over."""
     for part in (policy, getattr(policy, "base", None)):
         test = getattr(part, "time_sliced", None)

@@ -68,7 +68,7 @@ class Job:
     loss_params: tuple[float, float, float, float]
     curve_params: tuple[float, ...]
     eval_work: np.ndarray | None = None   # share of `duration` spent by each eval point (pace.py)
-    peak_work: float = -1.0              # share spent by the peak (set from peak_progress)
+    peak_work: float = field(default=-1.0, init=False)  # share spent by the peak (set_pace)
     # --- runtime state
     state: JobState = JobState.PENDING
     progress: float = 0.0   # as the trainer reports it (steps done / steps planned)

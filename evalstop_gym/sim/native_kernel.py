@@ -40,6 +40,7 @@ from .native import (  # the spec's vocabulary: priority keys and stop rules
     RULE_NONE,
     RULE_PROGRESS,
 )
+from .pace import progress_between
 
 # Job states and phases in native.STATES and jobs.Phase order
 PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
@@ -55,6 +56,9 @@ def _current_work(phase, work, now, phase_start, speed, duration):
     return work
 
 
+_progress_between = njit(cache=True, inline="always")(progress_between)   # the one formula
+
+
 @njit(cache=True)
 def _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work):
     """Job.reported_progress: the progress the trainer reports once work `w` is done."""
@@ -66,12 +70,7 @@ def _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work):
     prev_p, prev_w = 0.0, 0.0
     if c > first:
         prev_p, prev_w = chk_prog[c - 1], chk_work[c - 1]
-    next_p, next_w = chk_prog[c], chk_work[c]
-    if w >= next_w:                            # pace.progress_between
-        return next_p
-    if w <= prev_w:
-        return prev_p
-    return prev_p + (w - prev_w) * ((next_p - prev_p) / (next_w - prev_w))
+    return _progress_between(w, prev_p, prev_w, chk_prog[c], chk_work[c])
 
 
 @njit(cache=True)

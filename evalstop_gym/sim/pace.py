@@ -41,14 +41,11 @@ def knot_progress(points: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], np.asarray(points, dtype=np.float64), tail])
 
 
-def work_at(points: np.ndarray, eval_work: np.ndarray | None, progress: np.ndarray) -> np.ndarray:
+def work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray) -> np.ndarray:
     """Work done at each of `progress` (values in [0, 1]), linear between the knots; with
     `eval_work` a matrix (one row per job sharing `points`), one row of answers per job."""
     progress = np.asarray(progress, dtype=np.float64)
-    if eval_work is None:
-        return progress.copy()
-    x, w = _knots(points, np.asarray(eval_work, dtype=np.float64))
-    k = np.clip(np.searchsorted(x, progress, side="right") - 1, 0, len(x) - 2)
+    x, w, k = _segments(points, eval_work, progress)
     return _linear(progress, x[k], x[k + 1], w[..., k], w[..., k + 1])
 
 
@@ -56,17 +53,20 @@ def row_work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray)
     """Work done by row i of `eval_work` at `progress[i]`: `work_at` one value per job, to the
     bit (the same lines), for a whole workload at once."""
     progress = np.asarray(progress, dtype=np.float64)
-    x, w = _knots(points, np.asarray(eval_work, dtype=np.float64))
-    k = np.clip(np.searchsorted(x, progress, side="right") - 1, 0, len(x) - 2)
+    x, w, k = _segments(points, eval_work, progress)
     rows = np.arange(len(progress))
     return _linear(progress, x[k], x[k + 1], w[rows, k], w[rows, k + 1])
 
 
-def _knots(points: np.ndarray, eval_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The knots' progress, and the work at them (a row per job): 0 first, 1 last."""
+def _segments(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The knots' progress, the work at them (a row per job: 0 first, 1 last), and the index of
+    the segment each of `progress` falls in."""
     x = knot_progress(points)
+    eval_work = np.asarray(eval_work, dtype=np.float64)
     pad = np.ones(eval_work.shape[:-1] + (len(x) - 1 - eval_work.shape[-1],))
-    return x, np.concatenate([np.zeros(eval_work.shape[:-1] + (1,)), eval_work, pad], axis=-1)
+    w = np.concatenate([np.zeros(eval_work.shape[:-1] + (1,)), eval_work, pad], axis=-1)
+    return x, w, np.clip(np.searchsorted(x, progress, side="right") - 1, 0, len(x) - 2)
 
 
 def _linear(progress, x_lo, x_hi, w_lo, w_hi):
@@ -77,7 +77,7 @@ def _linear(progress, x_lo, x_hi, w_lo, w_hi):
 def progress_between(work: float, prev_progress: float, prev_work: float,
                      next_progress: float, next_work: float) -> float:
     """The progress a trainer reports at `work`, between two checks of the job (the knots are
-    checks, so step time is constant between them). The native kernel repeats these lines."""
+    checks, so step time is constant between them). The native kernel compiles this function."""
     if work >= next_work:
         return next_progress
     if work <= prev_work:

@@ -13,19 +13,22 @@ Once a job has trained, its training rate is observable, on a real platform as h
 second), and it predicts the rest of the run only as well as step times are steady. Step times
 drift (`sim/pace.py`: log step time a Brownian motion in progress, volatility 0.3 per unit of
 progress for RLHF, whose rollout lengths drift, 0.1 for LoRA and DPO), so the duration a policy
-reads off progress and the clock is an estimate, not the truth. At the checks of the default E2
-platform (5 seeds), `(attained - evals x eval_minutes - restarts x overhead) / progress`
-misses an RLHF job's true duration by a median 4.4% (3.6% extrapolating the last interval's
-pace instead, and 3.6% too for a policy that knows the pace model and its volatility and
-expects the rest accordingly), a LoRA or DPO job's by 1.1-1.6%; under 1% of checks come
-within 1e-6. The error
-shrinks as a job nears its end, as on a platform: fewer steps remain.
+reads off progress and the clock is an estimate, not the truth: BEYOND.md's section "What a policy
+can read off the clock" measures it at every check of the default platform, for three
+estimates (among them one that knows the pace model), from `benchmarks/duration_leak.py`. The
+error shrinks as a job nears its end, as on a platform: fewer steps remain.
 `tests/test_information_boundary.py` holds medians above 3% (RLHF) and 0.5% (LoRA, DPO) and
-the share within 1e-6 under 1%, for all three estimators. With `step_time_volatility: 0` every
-step takes the same time and the same formula recovers the duration to float precision (also
-tested): that setting is the upper bound of what a platform could know, not a platform.
+the share of checks within 1e-6 under 1%, for all three estimates. With
+`step_time_volatility: 0` every step takes the same time and the same formula recovers the
+duration to float precision (also tested): that setting is the upper bound of what a platform
+could know, not a platform.
 Non-clairvoyance holds exactly before a job's first training: its views equal those of any job
-with the same request.
+with the same request and initial loss (drawn apart from its duration and label).
+
+With `curves.source: corpus` and `curves.corpus_noise: recorded` (the corpus defaults), a job's
+evals report its run's logged `eval_score` exactly, and the runs ship with the package: a policy
+that matches the prefix of a job's scores against `traces.corpus.load_family` finds the run, and
+its label. Use `corpus_noise: added` where that matters (a shared leaderboard).
 """
 
 from __future__ import annotations
@@ -97,8 +100,7 @@ def make_view(job: Job, now: float) -> SchedulerJobView:
     if phase != Phase.IDLE:
         attained += now - job.phase_start
         if phase == Phase.TRAIN:
-            progress = job.reported_progress(
-                min(1.0, job.work + (now - job.phase_start) * job.speed / job.duration))
+            progress = job.reported_progress(current_work(job, now))
     eval_progress, eval_scores, loss_history = _history(job)
     return SchedulerJobView(
         job.job_id, job.tenant, job.job_type, job.gpus, job.arrival, job.state._value_,

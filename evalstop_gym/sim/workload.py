@@ -1,8 +1,8 @@
 """A seeded synthetic workload: arrivals, tenants, types, sizes, curves and eval noise.
 
-One `numpy.random.SeedSequence` per run spawns independent streams (arrivals, sizes, curves, noise),
-so changing, say, the noise level leaves the arrivals and curves of a seed untouched: every policy
-and every cell of a sweep sees the same jobs (common random numbers).
+One `numpy.random.SeedSequence` per run spawns independent streams (`seed_streams`: arrivals,
+sizes, curves, noise, pace), so changing, say, the noise level leaves the arrivals and curves of a
+seed untouched: every policy and every cell of a sweep sees the same jobs (common random numbers).
 """
 
 from __future__ import annotations
@@ -53,14 +53,42 @@ def generate_workload(config: SimConfig, seed: int) -> list[Job]:
 
     `workload.source: philly` replays a window of the Philly trace instead (evalstop_gym.traces).
     """
+    streams = seed_streams(seed)
     if config.workload.source != "synthetic":
         from ..traces.philly import trace_workload
 
-        jobs = trace_workload(config, seed)
+        jobs = trace_workload(config, streams)
     else:
-        jobs = _synthetic_jobs(config, seed)
-    assign_pace(config, jobs, np.random.default_rng(np.random.SeedSequence(seed).spawn(5)[4]))
+        jobs = _synthetic_jobs(config, streams)
+    assign_pace(config, jobs, streams.pace)
     return jobs
+
+
+class Streams(NamedTuple):
+    """The independent random streams of one run, in spawn order (a new one goes last, so the
+    draws of the others stay the same)."""
+
+    arrivals: np.random.Generator
+    sizes: np.random.Generator
+    curves: np.random.Generator
+    noise: np.random.Generator
+    pace: np.random.Generator
+
+
+def seed_streams(seed: int) -> Streams:
+    return Streams(*(np.random.default_rng(s)
+                     for s in np.random.SeedSequence(seed).spawn(len(Streams._fields))))
+
+
+def build_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
+               noise: np.ndarray, curves_rng: np.random.Generator) -> list[Job]:
+    """The jobs of `specs` with their curves: drawn from the formulas, or (`curves.source:
+    corpus`) taken from the real runs (imported only when used)."""
+    if config.curves.source == "corpus":
+        from ..traces.corpus import corpus_jobs
+
+        return corpus_jobs(config, specs, points, noise, curves_rng)
+    return make_jobs(config, specs, points, noise, curves_rng)
 
 
 def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator) -> None:
@@ -81,10 +109,9 @@ def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator
                 job.set_pace(row, peak)
 
 
-def _synthetic_jobs(config: SimConfig, seed: int) -> list[Job]:
+def _synthetic_jobs(config: SimConfig, streams: Streams) -> list[Job]:
     wl = config.workload
-    arrivals_rng, sizes_rng, curves_rng, noise_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    arrivals_rng, sizes_rng, curves_rng, noise_rng = streams[:4]
     n = wl.n_jobs
     arrivals = np.cumsum(arrivals_rng.exponential(1.0 / wl.arrival_rate_per_min, n))
     tenants = arrivals_rng.integers(0, wl.n_tenants, n)
@@ -99,11 +126,7 @@ def _synthetic_jobs(config: SimConfig, seed: int) -> list[Job]:
         gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
         specs.append(JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
                              bool(job_type == "rlhf" and hacking[i])))
-    if config.curves.source == "corpus":   # real training curves (imported only when used)
-        from ..traces.corpus import corpus_jobs
-
-        return corpus_jobs(config, specs, points, noise, curves_rng)
-    return make_jobs(config, specs, points, noise, curves_rng)
+    return build_jobs(config, specs, points, noise, curves_rng)
 
 
 def draw_types(wl: WorkloadConfig, arrivals_rng: np.random.Generator,
@@ -116,13 +139,22 @@ def draw_types(wl: WorkloadConfig, arrivals_rng: np.random.Generator,
     n, mix = wl.n_jobs, np.array([wl.mix.lora, wl.mix.dpo, wl.mix.rlhf])
     if wl.counts == "independent":
         types = arrivals_rng.choice(3, size=n, p=mix / mix.sum())
-        return types, curves_rng.random(n) < wl.hacking_fraction
-    types = arrivals_rng.permutation(np.repeat(np.arange(3), exact_counts(n, mix)))
+    else:
+        types = arrivals_rng.permutation(np.repeat(np.arange(3), exact_counts(n, mix)))
+    return types, draw_hacking(wl, types, curves_rng)
+
+
+def draw_hacking(wl: WorkloadConfig, types: np.ndarray,
+                 curves_rng: np.random.Generator) -> np.ndarray:
+    """Each job's hacking flag given its type code: drawn job by job (`counts: independent`),
+    or the hacking fraction of the RLHF jobs exactly, in an order the seed shuffles."""
+    if wl.counts == "independent":
+        return curves_rng.random(len(types)) < wl.hacking_fraction
     rlhf = np.flatnonzero(types == JOB_TYPES.index("rlhf"))
     n_hacking = exact_counts(len(rlhf), [wl.hacking_fraction, 1.0 - wl.hacking_fraction])[0]
-    hacking = np.zeros(n, dtype=bool)
+    hacking = np.zeros(len(types), dtype=bool)
     hacking[curves_rng.permutation(rlhf)[:n_hacking]] = True
-    return types, hacking
+    return hacking
 
 
 def exact_counts(n: int, shares: Sequence[float]) -> list[int]:
