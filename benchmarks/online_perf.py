@@ -150,8 +150,8 @@ def block(markdown: str, sizes: Sequence[int]) -> str:
         f"`python -m evalstop_gym.benchmarks.online_perf` (sizes {', '.join(map(str, sizes))}). "
         "Rows named by a detector are RunMonitor updates; `replay` is a CSV log read and "
         "replayed with EvalStop-2. x10: growth per tenfold evals (10 is linear); peak MB is "
-        "tracemalloc's peak. On a shared machine the rates move by up to 2x between runs (and "
-        "so does x10 time); the memory figures do not.", "", markdown, "", END])
+        "tracemalloc's peak. On a shared machine the rates move between runs (and so does x10 "
+        "time); the memory figures do not.", "", markdown, "", END])
 
 
 def write_block(path: Path, text: str) -> None:

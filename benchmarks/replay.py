@@ -14,7 +14,9 @@ judge each run with every *other* run of its group as a finished peer (leave one
 order of the files never changes a result. Groups (`--group-by`): one per metric and direction
 (default), one per file, each run alone, or all runs together; a group that mixes metrics is
 reported with a warning. A peer counts as completed unless its log stops before its max_steps.
-Cost is linear in a log's length for the detectors whose update is O(1) (see `online`).
+Cost is linear in a log's length for the detectors whose update is O(1) (see `online`). A
+detector that learns from other runs is judged leave-one-out, each run by a fresh detector
+fed every other run of its group: O(runs^2) per group, times that detector's own cost.
 """
 
 from __future__ import annotations

@@ -129,3 +129,25 @@ def test_runs_through_the_live_monitor_with_or_without_max_steps(max_steps) -> N
     decisions = [monitor.update(10 * (i + 1), float(v)).stop
                  for i, v in enumerate(loss + 0.01 * rng.standard_normal(40))]
     assert monitor.stopped and 20 < monitor.stop_index < 40 and decisions[-1]
+
+
+def test_autocorrelated_noise_breaks_the_false_stop_budget_as_the_docstring_says():
+    """decline_test.py: under AR(1) noise (rho 0.5) most flat runs of 100 evals are stopped,
+    far above alpha; with independent noise almost none are."""
+    from evalstop_gym.config import NoiseConfig
+    from evalstop_gym.online import RunMonitor
+    from evalstop_gym.sim.curves import eval_noise
+
+    def stopped_share(cfg: NoiseConfig) -> float:
+        noise = eval_noise(np.random.default_rng(7), (200, 100), cfg)
+        stops = 0
+        for row in noise:
+            monitor = RunMonitor("DeclineTest-0.05", max_steps=100)
+            for step, value in enumerate(0.5 + row, start=1):
+                if monitor.update(step, float(value)).stop:
+                    stops += 1
+                    break
+        return stops / len(noise)
+
+    assert stopped_share(NoiseConfig(model="ar1", rho=0.5, sigma=0.05)) > 0.5
+    assert stopped_share(NoiseConfig(model="gaussian", sigma=0.05)) < 0.05
