@@ -450,10 +450,18 @@ def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
 
 def check_work(job: Job) -> list[float]:
     """The work done at each of the job's checks (its progress when it is evenly paced)."""
-    progress = [p for p, _ in job.checks]
-    if job.eval_work is None:
-        return progress
-    return work_at(job.eval_points, job.eval_work, np.array(progress)).tolist()
+    return check_work_rows([job], np.array([p for p, _ in job.checks]))[0].tolist()
+
+
+def check_work_rows(jobs: list[Job], progress: np.ndarray) -> np.ndarray:
+    """The work done at check points `progress` by each of `jobs` (which share eval points), a
+    row per job: what both engines store, so they agree to the bit."""
+    work = np.tile(progress, (len(jobs), 1))
+    paced = [k for k, job in enumerate(jobs) if job.eval_work is not None]
+    if paced:
+        work[paced] = work_at(jobs[0].eval_points,
+                              np.stack([jobs[k].eval_work for k in paced]), progress)
+    return work
 
 
 def time_sliced_test(policy: Any) -> Callable[[SchedulerJobView], bool] | None:

@@ -19,11 +19,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..config import SimConfig
-from .cluster import COMPLETION, _merge_checks
+from .cluster import COMPLETION, _merge_checks, check_work_rows
 from .curves import exp_loss
 from .jobs import Job, JobState, Observation
 from .kernel import SimulationError
-from .pace import work_at
 from .workload import JOB_TYPES
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
@@ -162,11 +161,7 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         params = np.array([jobs[i].loss_params for i in members], dtype=np.float64)
         losses = exp_loss(prog[None, :], *(params[:, k:k + 1] for k in range(4)))
         chk_loss[where] = losses.ravel()
-        work = np.tile(prog, (len(rows), 1))
-        paced = [k for k, i in enumerate(members) if jobs[i].eval_work is not None]
-        if paced:   # the same lines as Cluster's check_work, a row per paced job
-            work[paced] = work_at(jobs[members[0]].eval_points,
-                                  np.stack([jobs[members[k]].eval_work for k in paced]), prog)
+        work = check_work_rows([jobs[i] for i in members], prog)
         chk_work[where] = work.ravel()
         for i, row in zip(members, work.tolist(), strict=True):
             jobs[i].check_work = row
