@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 
 from evalstop_gym.experiment import load_experiment  # noqa: E402
 
-from .durable import write_csv, write_text  # noqa: E402
+from .durable import write_text  # noqa: E402
 from .duration_leak import duration_leak_table  # noqa: E402
 from .figures import save  # noqa: E402
 from .runner import load_runs  # noqa: E402
@@ -358,20 +358,15 @@ def corpus_figure(corpus: pd.DataFrame, out_dir: Path, stem: str = "beyond_corpu
 
 
 def corpus_markdown(results_dir: Path, figures_dir: Path | None = None) -> str:
-    """The real-curve section: every detector on every corpus run (scored once and kept as
-    `results_dir`/corpus_scores.csv) and e9's runs when they exist; with `figures_dir`, also
-    figures/beyond_corpus.{png,pdf}."""
+    """The real-curve section: every detector on every corpus run (kept as
+    `results_dir`/corpus_scores.csv, rescored when its detectors, the corpus or the code changed)
+    and e9's runs when they exist; with `figures_dir`, also figures/beyond_corpus.{png,pdf}."""
     from evalstop_gym.traces.corpus import corpus_file
 
-    from .corpus.scoring import score_corpus, summarise_corpus
+    from .corpus.scoring import stored_scores, summarise_corpus
     from .corpus.tables import corpus_section, e9_summary
 
-    path = Path(results_dir) / "corpus_scores.csv"
-    if path.exists():
-        scores = pd.read_csv(path)
-    else:
-        scores = score_corpus(CORPUS_DETECTORS)
-        write_csv(scores, path)
+    scores = stored_scores(Path(results_dir) / "corpus_scores.csv", CORPUS_DETECTORS)
     e9 = _read(results_dir, "e9")
     summary = summarise_corpus(scores)
     text = corpus_section(summary, None if e9 is None else e9_summary(e9),

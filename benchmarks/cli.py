@@ -8,6 +8,7 @@ subcommand whose module is absent is skipped, so a new one is a single entry her
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -160,6 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def entry_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """`report` runs a dozen experiments and collations, each of which takes OUT's lock: held
+    here for the whole command they nest in it, so OUT is walked for a killed sweep's temp files
+    once, not at every step, and no other sweep slips in between steps. `run` locks in main_run."""
+    if args.command != "report":
+        return contextlib.nullcontext()
+    check_sweep_args(args)   # a bad value fails before OUT is created
+    return out_lock(Path(args.out))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -168,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine = getattr(args, "engine", None) or os.environ.get("EVALSTOP_ENGINE", "auto")
         if engine not in ENGINES:
             raise UsageError(f"EVALSTOP_ENGINE={engine!r}: expected one of {', '.join(ENGINES)}")
-        return int(args.handler(args) or 0)
+        with entry_lock(args):
+            return int(args.handler(args) or 0)
     except (*USER_ERRORS, UsageError) as exc:
         print(f"evalstop-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2

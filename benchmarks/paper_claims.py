@@ -7,6 +7,7 @@ Each function takes that experiment's runs DataFrame and returns report rows; to
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -38,6 +39,40 @@ from .stats import welch_p
 # The E2 figures `evalstop-bench calibrate` fitted the adopted constants to (eval minutes, the RLHF
 # loss residual, the DPO plateau) are fits wherever those constants move them (its elasticities).
 EVAL_COST = "job_types.*.eval_minutes (evalstop-bench calibrate)"
+
+
+class Figure(NamedTuple):
+    """A stated E2 figure: the paper's value and the claim's tolerance (same units). A bound
+    (`sense` +1 for ">=", -1 for "<=") holds or not; its `tol` is the miss calibrate's hinge
+    counts as one tolerance unit."""
+
+    paper: float
+    tol: float
+    sense: int = 0
+
+    def holds(self, v: float) -> bool:
+        return v >= self.paper if self.sense > 0 else v <= self.paper
+
+
+# E2's stated figures, typed once: e2() judges them, `evalstop-bench calibrate` fits them.
+E2_FIGURES: dict[str, Figure] = {
+    "srtf_jct": Figure(1124, 112.4),
+    "srtf_wasted": Figure(0.345, 0.05),
+    "evalstop_precision": Figure(0.95, 0.05, +1),
+    "evalstop_recall": Figure(0.95, 0.05, +1),
+    "evalstop_fpr_all": Figure(0.03, 0.03, -1),
+    "evalstop_jct_gain": Figure(9.4, 5),
+    "evalstop_wasted_change": Figure(-21.8, 5),
+    "evalstop_stopped": Figure(93, 14),
+    "evalstop_jct": Figure(1018, 101.8),
+    "evalstop_wasted": Figure(0.269, 0.05),
+    "stopat_precision": Figure(0.57, 0.05),
+    "stopat_fpr_all": Figure(0.645, 0.05),
+    "lossplateau_recall": Figure(0.383, 0.05),
+    "lossplateau_recall_max": Figure(0.6, 0.05, -1),
+    "lossplateau_fpr_all": Figure(0.247, 0.05),
+    "evalsched_jct_ratio": Figure(2.2, 0.22),
+}
 
 
 def healthy_fpr(r: pd.DataFrame, **sel: object) -> str:
@@ -90,40 +125,52 @@ def e2(r: pd.DataFrame) -> list[Row]:
     jain_e, jain_s = s["jain"][EVAL2], s["jain"][SRTF]
     jain_p = welch_p(jain_e.values, jain_s.values)
     fast = sorted(s["jct"], key=lambda p: s["jct"][p].mean)[:2]
+    f = E2_FIGURES
+    pr, rc, fp, lpr = (f["evalstop_precision"], f["evalstop_recall"], f["evalstop_fpr_all"],
+                       f["lossplateau_recall_max"])
     return [
-        as_fit(level("E2", "SRTF-Est mean JCT (min)", 1124, s["jct"][SRTF], 112.4),
+        as_fit(level("E2", "SRTF-Est mean JCT (min)", f["srtf_jct"].paper, s["jct"][SRTF],
+                     f["srtf_jct"].tol),
                "workload.arrival_rate_per_min, with " + EVAL_COST),
-        level("E2", "SRTF-Est wasted compute", 0.345, s["wasted_frac"][SRTF], 0.05, True,
-              f"the stated curves allow {ceiling}"),
-        bound("E2", "EvalStop-2 precision >= 95% (paper 98.3%)", ">= 95%",
-              s["precision"][EVAL2], lambda v: v >= 0.95, True),
-        bound("E2", "EvalStop-2 recall >= 95% (paper 99%)", ">= 95%", s["recall"][EVAL2],
-              lambda v: v >= 0.95, True),
-        bound("E2", "EvalStop-2 FPR <= 3% (paper 1.5%; FP / non-hacking)", "<= 3%",
-              s["fpr_all"][EVAL2], lambda v: v <= 0.03, True, healthy_fpr(r, policy=EVAL2)),
+        level("E2", "SRTF-Est wasted compute", f["srtf_wasted"].paper, s["wasted_frac"][SRTF],
+              f["srtf_wasted"].tol, True, f"the stated curves allow {ceiling}"),
+        bound("E2", f"EvalStop-2 precision >= {pr.paper:.0%} (paper 98.3%)",
+              f">= {pr.paper:.0%}", s["precision"][EVAL2], pr.holds, True),
+        bound("E2", f"EvalStop-2 recall >= {rc.paper:.0%} (paper 99%)", f">= {rc.paper:.0%}",
+              s["recall"][EVAL2], rc.holds, True),
+        bound("E2", f"EvalStop-2 FPR <= {fp.paper:.0%} (paper 1.5%; FP / non-hacking)",
+              f"<= {fp.paper:.0%}", s["fpr_all"][EVAL2], fp.holds, True,
+              healthy_fpr(r, policy=EVAL2)),
         as_fit(delta("E2", "EvalStop-2 JCT improvement vs SRTF-Est", "jct", s["jct"][EVAL2],
-                     s["jct"][SRTF], 9.4, 5, +1), EVAL_COST),
+                     s["jct"][SRTF], f["evalstop_jct_gain"].paper,
+                     f["evalstop_jct_gain"].tol, +1), EVAL_COST),
         delta("E2", "EvalStop-2 wasted change vs SRTF-Est", "wasted_frac",
-              s["wasted_frac"][EVAL2], s["wasted_frac"][SRTF], -21.8, 5, -1),
-        level("E2", "EvalStop-2 jobs stopped", 93, s["n_stopped"][EVAL2], 14),
-        as_fit(level("E2", "EvalStop-2 mean JCT (min)", 1018, s["jct"][EVAL2], 101.8),
-               EVAL_COST),
-        level("E2", "EvalStop-2 wasted compute", 0.269, s["wasted_frac"][EVAL2], 0.05, True,
+              s["wasted_frac"][EVAL2], s["wasted_frac"][SRTF], f["evalstop_wasted_change"].paper,
+              f["evalstop_wasted_change"].tol, -1),
+        level("E2", "EvalStop-2 jobs stopped", f["evalstop_stopped"].paper,
+              s["n_stopped"][EVAL2], f["evalstop_stopped"].tol),
+        as_fit(level("E2", "EvalStop-2 mean JCT (min)", f["evalstop_jct"].paper,
+                     s["jct"][EVAL2], f["evalstop_jct"].tol), EVAL_COST),
+        level("E2", "EvalStop-2 wasted compute", f["evalstop_wasted"].paper,
+              s["wasted_frac"][EVAL2], f["evalstop_wasted"].tol, True,
               f"above what no stopping at all allows: {ceiling}"),
         check("E2", "StopAt-0.5/0.65 have the best JCT", "best two", ", ".join(fast),
               set(fast) == {sa5, sa65}, "ordering of cell means"),
-        level("E2", "StopAt-0.65 precision", 0.57, s["precision"][sa65], 0.05, True),
+        level("E2", "StopAt-0.65 precision", f["stopat_precision"].paper, s["precision"][sa65],
+              f["stopat_precision"].tol, True),
         bound("E2", "StopAt-0.65 precision within 5 points of the base rate",
               f"{rate:.0%} ± 5", s["precision"][sa65], lambda v: abs(v - rate) <= 0.05, True,
               f"configured hacking fraction {rate:.0%}"),
-        level("E2", "StopAt-0.65 FPR (FP / non-hacking)", 0.645, s["fpr_all"][sa65], 0.05,
-              True, healthy_fpr(r, policy=sa65)),
-        as_fit(level("E2", "LossPlateau recall", 0.383, s["recall"][lp], 0.05, True),
+        level("E2", "StopAt-0.65 FPR (FP / non-hacking)", f["stopat_fpr_all"].paper,
+              s["fpr_all"][sa65], f["stopat_fpr_all"].tol, True, healthy_fpr(r, policy=sa65)),
+        as_fit(level("E2", "LossPlateau recall", f["lossplateau_recall"].paper, s["recall"][lp],
+                     f["lossplateau_recall"].tol, True),
                "job_types.rlhf.loss.residual"),
-        bound("E2", "LossPlateau recall <= 60%", "<= 60%", s["recall"][lp],
-              lambda v: v <= 0.6, True),
-        as_fit(level("E2", "LossPlateau FPR (FP / non-hacking)", 0.247, s["fpr_all"][lp], 0.05,
-                     True, healthy_fpr(r, policy=lp)),
+        bound("E2", f"LossPlateau recall <= {lpr.paper:.0%}", f"<= {lpr.paper:.0%}",
+              s["recall"][lp], lpr.holds, True),
+        as_fit(level("E2", "LossPlateau FPR (FP / non-hacking)", f["lossplateau_fpr_all"].paper,
+                     s["fpr_all"][lp], f["lossplateau_fpr_all"].tol, True,
+                     healthy_fpr(r, policy=lp)),
                "job_types.rlhf.loss.residual, job_types.dpo.loss.plateau_progress"),
         check("E2", "Jain's index with EvalStop within noise of SRTF-Est", "p > 0.05",
               f"{fmt(jain_e)} vs {fmt(jain_s)} (p = {jain_p:.3g})",
@@ -136,8 +183,9 @@ def e2(r: pd.DataFrame) -> list[Row]:
 def eval_sched_ratio(jct: dict) -> Row:
     """EvalSched's JCT against SRTF-Est, judged on the paper's form (demoted jobs keep their GPUs
     and get a share of time); the strict-priority form, when run, is shown beside it."""
-    row = as_fit(ratio("E2", "EvalSched JCT / SRTF-Est JCT (time-sliced)", 2.2,
-                       jct["EvalSched"], jct[SRTF], 0.22), "cluster.time_slice_share")
+    fig = E2_FIGURES["evalsched_jct_ratio"]
+    row = as_fit(ratio("E2", "EvalSched JCT / SRTF-Est JCT (time-sliced)", fig.paper,
+                       jct["EvalSched"], jct[SRTF], fig.tol), "cluster.time_slice_share")
     strict = jct.get("EvalSched-Strict")
     if strict is None or not strict.n or not jct[SRTF].mean:
         return row

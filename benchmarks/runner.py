@@ -142,17 +142,13 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def write_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON so that `path` is either absent or complete, never partial."""
-    durable.write_json(path, payload, default=_json_default)
-
-
 def run_and_save(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     """`run_one`, its file written by the worker the moment the run ends, so a Ctrl-C in the
-    parent loses no finished run (joblib drops results it has not yet handed over)."""
+    parent loses no finished run (joblib drops results it has not yet handed over). Hands back
+    only what the parent checks (digest and row), not the job records it would never read."""
     payload = run_one(spec)
-    write_atomic(run_dir / spec.filename, payload)
-    return {**payload, "saved": True}
+    durable.write_json(run_dir / spec.filename, payload, default=_json_default)
+    return {"digest": payload["digest"], "row": payload["row"], "saved": True}
 
 
 def read_run(path: Path) -> dict[str, Any] | None:
@@ -162,13 +158,17 @@ def read_run(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def missing(todo: Sequence[RunSpec], run_dir: Path) -> list[RunSpec]:
-    """Runs with no file, or whose file was made from a different config or policy."""
+def missing(todo: Sequence[RunSpec], run_dir: Path,
+            loaded: dict[str, dict[str, Any]] | None = None) -> list[RunSpec]:
+    """Runs with no file, or whose file was made from a different config or policy. The current
+    files' payloads go into `loaded` (by file name), so `collate` need not parse them again."""
     out = []
     for spec in todo:
         done = read_run(run_dir / spec.filename)
         if done is None or done.get("digest") != spec.digest:
             out.append(spec)
+        elif loaded is not None:
+            loaded[spec.filename] = done
     return out
 
 
@@ -239,7 +239,7 @@ def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: s
             if expected.get(name) != payload["digest"]:  # pragma: no cover - defensive
                 raise RuntimeError(f"unexpected run result {name}")
             if not payload.pop("saved", False):
-                write_atomic(run_dir / name, payload)
+                durable.write_json(run_dir / name, payload, default=_json_default)
 
 
 def _as_finished(todo: Sequence[RunSpec], backend: str, n_jobs: int,
@@ -263,11 +263,14 @@ def _as_finished(todo: Sequence[RunSpec], backend: str, n_jobs: int,
     yield from joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks)
 
 
-def collate(todo: Sequence[RunSpec], run_dir: Path) -> tuple[pd.DataFrame, ...]:
-    """runs (one row per run), jobs (one row per job) and timing, in spec order."""
+def collate(todo: Sequence[RunSpec], run_dir: Path,
+            loaded: dict[str, dict[str, Any]] | None = None) -> tuple[pd.DataFrame, ...]:
+    """runs (one row per run), jobs (one row per job) and timing, in spec order; a run already
+    in `loaded` (from `missing`) is taken (and dropped) from there, the others read from files."""
     rows, jobs, timing = [], [], []
+    loaded = loaded or {}
     for spec in todo:
-        done = read_run(run_dir / spec.filename)
+        done = loaded.pop(spec.filename, None) or read_run(run_dir / spec.filename)
         if done is None or done.get("digest") != spec.digest:
             raise RuntimeError(f"run {spec.filename} is missing from {run_dir}; run the sweep "
                                f"again with the same --out to finish it")
@@ -287,10 +290,11 @@ def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, wo
     todo = specs(exp, seeds, options)
     run_dir = Path(out) / exp.name / "runs"
     with durable.out_lock(out):  # one sweep per OUT; removes temp files a killed one left
-        pending = missing(todo, run_dir)
+        loaded: dict[str, dict[str, Any]] = {}
+        pending = missing(todo, run_dir, loaded)
         log.info("%s: %d runs, %d to do", exp.name, len(todo), len(pending))
         execute(pending, run_dir, workers, backend, address, desc=exp.name)
-        runs, jobs, timing = collate(todo, run_dir)
+        runs, jobs, timing = collate(todo, run_dir, loaded)
     return SweepResult(runs, jobs, timing, len(pending), time.perf_counter() - start)
 
 

@@ -73,3 +73,16 @@ def test_the_printed_command_reproduces_the_search(argv: list[str]) -> None:
     assert any(p.startswith("--seeds ") for p in printed)
     again = parser.parse_args(" ".join(printed).split())
     assert vars(again) == vars(args)
+
+
+def test_targets_and_bounds_are_read_from_the_claims_table() -> None:
+    """E2's figures are typed once (paper_claims.E2_FIGURES): calibrate fits the same values and
+    tolerances the claims judge."""
+    from evalstop_gym.benchmarks.calibrate import BOUNDS
+    from evalstop_gym.benchmarks.paper_claims import E2_FIGURES
+
+    for t in TARGETS:
+        assert (t.paper, t.tol) == E2_FIGURES[t.name][:2] and E2_FIGURES[t.name].sense == 0
+    for name, value, sign, scale in BOUNDS:
+        assert E2_FIGURES[name] == (value, scale, sign)
+    assert {t.name for t in TARGETS} | {b[0] for b in BOUNDS} <= set(E2_FIGURES)

@@ -160,3 +160,33 @@ def test_engine_and_isolate_travel_with_each_run_spec(tmp_path, monkeypatch):
     plain = runner.specs(exp)
     isolated = runner.specs(exp, options=runner.RunOptions("python", True))
     assert [s.digest for s in plain] == [s.digest for s in isolated]
+
+
+def test_report_and_run_walk_out_for_stale_temp_files_once(tmp_path, monkeypatch):
+    """OUT's lock is taken at the command's entry; the experiments' and collation's own locks
+    nest in it, so a killed sweep's temp files are looked for once per command, not per step."""
+    from evalstop_gym.benchmarks import durable, pipeline, report
+
+    walks: list = []
+    real = durable.remove_stale
+    monkeypatch.setattr(durable, "remove_stale", lambda out: walks.append(out) or real(out))
+    exp_path = tiny(tmp_path)
+
+    def fake_report(args):   # report's shape: several experiments, then one collation
+        for seeds in ([3], [4]):
+            pipeline.run_experiment(pipeline.prepare(exp_path), args.out, seeds)
+        pipeline.collate_out(args.out)
+        return 0
+
+    monkeypatch.setattr(report, "main", fake_report)
+    out = tmp_path / "r"
+    (out / "tiny").mkdir(parents=True)
+    (out / "tiny" / f"{durable.TMP_PREFIX}left-by-a-kill.csv").write_text("x")
+    assert cli.main(["report", "--out", str(out)]) == 0
+    assert len(walks) == 1 and not list(out.rglob(f"{durable.TMP_PREFIX}*"))
+    assert (out / "runs.csv").exists()
+    walks.clear()
+    assert cli.main(["run", exp_path, "--out", str(out)]) == 0
+    assert len(walks) == 1
+    assert cli.main(["report", "--out", str(tmp_path / "bad"), "--workers", "0"]) == 2
+    assert not (tmp_path / "bad").exists(), "a bad value fails before OUT is created"

@@ -90,3 +90,35 @@ def test_the_gao_fit_reads_the_simulators_ranges_from_the_config() -> None:
     assert fit["simulator"]["collapse"] == list(sim.collapse)
     assert fit["simulator"]["peak_progress"] == list(sim.peak_progress)
     assert fit["simulator"]["gain"] == list(sim.gain)
+
+
+def test_stored_scores_are_reused_only_while_detectors_corpus_and_code_are_unchanged(
+        tmp_path, monkeypatch) -> None:
+    """corpus_scores.csv is kept beside a stamp; another detector list, corpus file or code
+    digest rescores it (and a CSV with no stamp, as older reports left it, is rescored too)."""
+    from evalstop_gym.benchmarks.corpus import scoring
+
+    calls: list[tuple] = []
+
+    def fake(detectors, families):
+        calls.append((tuple(detectors), tuple(families)))
+        return pd.DataFrame({"detector": list(detectors), "n": len(calls)})
+
+    monkeypatch.setattr(scoring, "score_corpus", fake)
+    path = tmp_path / "corpus_scores.csv"
+    first = scoring.stored_scores(path, ["EvalStop-2"], ["reward"])
+    assert len(calls) == 1 and path.exists() and path.with_suffix(".json").exists()
+    again = scoring.stored_scores(path, ["EvalStop-2"], ["reward"])
+    assert len(calls) == 1 and again.equals(first)
+    scoring.stored_scores(path, ["EvalStop-2", "CUSUM-0-3"], ["reward"])
+    assert len(calls) == 2
+    monkeypatch.setattr(scoring, "code_digest", lambda: "other-code")
+    scoring.stored_scores(path, ["EvalStop-2", "CUSUM-0-3"], ["reward"])
+    assert len(calls) == 3
+    monkeypatch.setattr(scoring, "corpus_file", lambda f: scoring.Path(__file__))
+    scoring.stored_scores(path, ["EvalStop-2", "CUSUM-0-3"], ["reward"])
+    assert len(calls) == 4
+    path.with_suffix(".json").unlink()
+    scoring.stored_scores(path, ["EvalStop-2", "CUSUM-0-3"], ["reward"])
+    assert len(calls) == 5
+    assert not list(tmp_path.glob(".tmp-*"))

@@ -113,6 +113,7 @@ def test_the_worker_saves_its_run_before_handing_it_over(tmp_path):
     payload = runner.run_and_save(spec, tmp_path / "runs")
     saved = json.loads((tmp_path / "runs" / spec.filename).read_text())
     assert payload.pop("saved") is True
+    assert "jobs" not in payload, "the parent reads the job records from the file, not the pipe"
     assert saved["digest"] == spec.digest and saved["row"] == json.loads(json.dumps(payload["row"]))
 
 

@@ -133,3 +133,27 @@ def test_resume_skips_nan_entries_of_the_log_history(tmp_path):
     resumed.on_evaluate(args, TrainerState(global_step=50, max_steps=100), control,
                         metrics={"eval_score": 0.5})
     assert control.should_training_stop and resumed.best_step == 30
+
+
+def test_a_second_eval_at_a_step_is_judged_alike_live_and_on_resume(tmp_path):
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=100, report_to="none",
+                             metric_for_best_model="score", use_cpu=True)
+    history = [{"loss": 1.0, "step": 10}, {"eval_score": 0.5, "step": 10},
+               {"eval_score": 0.6, "step": 20}, {"eval_score": 0.9, "step": 20},
+               {"loss": 0.7, "step": 25}]
+    live = EvalStopCallback("EvalStop-2")
+    live.on_train_begin(args, TrainerState(max_steps=100), TrainerControl())
+    for entry in history:
+        if "loss" in entry:
+            live.on_log(args, TrainerState(global_step=entry["step"]), TrainerControl(),
+                        logs=entry)
+        else:
+            live.on_evaluate(args, TrainerState(global_step=entry["step"], max_steps=100),
+                             TrainerControl(), metrics=entry)
+    resumed = EvalStopCallback("EvalStop-2")
+    resumed.on_train_begin(args, TrainerState(max_steps=100, log_history=history),
+                           TrainerControl())
+    for callback in (live, resumed):                      # the first eval at step 20 counts
+        assert callback.monitor.steps == [10, 20] and callback.best_metric == 0.6
+        assert callback.monitor.state_dict() == live.monitor.state_dict()
+        assert callback._loss == 0.7                      # the loss after the last eval is kept

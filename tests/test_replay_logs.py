@@ -12,6 +12,7 @@ from evalstop_gym.benchmarks import replay
 from evalstop_gym.traces.logs import (
     LogError,
     choose_metric,
+    history_evals,
     read_csv_runs,
     read_logs,
     read_trainer_state,
@@ -288,3 +289,61 @@ def test_metric_and_direction_saved_by_the_hf_callback_are_used(tmp_path):
     run = read_trainer_state(write_state(tmp_path, history, stateful_callbacks=saved))
     assert (run.metric, run.mode, run.mode_from) == ("eval_wer_clean", "min",
                                                      "the log's greater_is_better")
+
+
+def test_history_evals_is_the_one_walk_and_yields_every_eval_with_its_loss(tmp_path):
+    history = [{"eval_acc": 0.1, "step": 5}, {"loss": 1.5, "step": 8},
+               {"eval_acc": 0.4, "step": 10}, {"loss": 0.9, "step": 10},
+               {"eval_acc": 0.45, "step": 10}]
+    walked = list(history_evals(history, "eval_acc"))
+    assert [(e.row, e.step, e.value, e.loss) for e in walked] == [
+        (0, 5, 0.1, None), (2, 10, 0.4, 1.5), (4, 10, 0.45, 0.9)]     # the repeat too
+    run = read_trainer_state(write_state(tmp_path, history))
+    assert run.steps == (5, 10) and run.values == (0.1, 0.45)        # the replay keeps the later
+    assert run.losses[0] != run.losses[0] and run.losses[1] == 0.9
+    with pytest.raises(LogError, match=r"here\[1\]: loss must be a number, got True"):
+        list(history_evals([{"eval_acc": 0.1, "step": 5}, {"loss": True}], "eval_acc", "here"))
+    lenient = history_evals([{"eval_acc": float("nan"), "step": 5}, {"eval_acc": 0.2}],
+                            "eval_acc", strict=False)
+    assert [e.step for e in lenient] == [5]                          # NaN for offer to skip
+
+
+def test_csv_is_streamed_and_names_the_bad_byte_anywhere_in_the_file(tmp_path, monkeypatch):
+    head = "\ufeffjob_id,step,eval_score\n" + "".join(f"a,{i},0.5\n" for i in range(1, 5000))
+    raw = head.encode()                                              # the BOM counts: 3 bytes
+    path = tmp_path / "late.csv"
+    path.write_bytes(raw + b"a,5000,0.\xff\n")                       # far past a read chunk
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail("read whole"))
+    with pytest.raises(LogError, match=rf"late.csv: not UTF-8 text \(byte {len(raw) + 9}\); "
+                                       r"a replay CSV is UTF-8 with a header job_id"):
+        read_csv_runs(path)
+    path.write_bytes(raw + b"a,5000,0.6\n")
+    assert len(read_csv_runs(path)[0].steps) == 5000
+    path.write_bytes(raw[:40] + b"\xe2\x82")                         # ends inside a character
+    with pytest.raises(LogError, match=r"not UTF-8 text \(byte 40\)"):
+        read_csv_runs(path)
+
+
+def test_csv_reader_closes_the_file_on_every_path(tmp_path, monkeypatch):
+    opened = []
+    real_open = Path.open
+
+    def tracked(self, *args, **kwargs):
+        opened.append(real_open(self, *args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(Path, "open", tracked)
+    cases = [(b"job_id,step,eval_score\na,1,0.5\n", None, None),
+             (b"job_id,step,eval_score\na,1,0.5\n", "test_score", "no column 'test_score'"),
+             (b"job_id,step,eval_score\na,1,x\n", None, "not a number"),
+             (b"job,step\n", None, "missing column"),
+             (b"job_id,step,eval_score\na,1,\xff\n", None, "not UTF-8 text")]
+    for content, metric, message in cases:
+        path = tmp_path / "c.csv"
+        path.write_bytes(content)
+        if message is None:
+            read_csv_runs(path, metric)
+        else:
+            with pytest.raises(LogError, match=message):
+                read_csv_runs(path, metric)
+    assert opened and all(handle.closed for handle in opened)

@@ -50,6 +50,20 @@ def test_sweep_writes_one_file_per_run_and_a_row_per_cell_and_seed(tmp_path):
     assert again.n_ran == 0 and again.runs.equals(result.runs)
 
 
+def test_a_sweep_parses_each_run_file_once(tmp_path, monkeypatch):
+    """missing() keeps the payloads it checked, so collate reads only the files run since."""
+    exp = load_experiment(tiny_yaml(tmp_path))
+    first = run_sweep(exp, tmp_path / "out")
+    run_dir = tmp_path / "out" / "tiny" / "runs"
+    (run_dir / runner.specs(exp)[0].filename).unlink()
+    real, reads = runner.read_run, []
+    monkeypatch.setattr(runner, "read_run", lambda path: reads.append(path.name) or real(path))
+    again = run_sweep(exp, tmp_path / "out")
+    assert again.n_ran == 1 and again.runs.equals(first.runs) and again.jobs.equals(first.jobs)
+    assert sorted(reads) == sorted([p.name for p in run_dir.glob("*.json")]
+                                   + [runner.specs(exp)[0].filename])
+
+
 def test_changed_config_reruns_only_stale_runs(tmp_path):
     exp = load_experiment(tiny_yaml(tmp_path))
     run_sweep(exp, tmp_path / "out")

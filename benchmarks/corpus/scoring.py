@@ -15,7 +15,11 @@ an early stop can keep a better test checkpoint).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,7 +27,10 @@ import pandas as pd
 from evalstop_gym.policies import make_detector
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.sim.workload import eval_points
-from evalstop_gym.traces.corpus import FAMILIES, CorpusRun, at_progress, load_family
+from evalstop_gym.traces.corpus import FAMILIES, CorpusRun, at_progress, corpus_file, load_family
+
+from ..durable import write_csv, write_json
+from ..runner import code_digest
 
 DENSITIES: dict[str, float | None] = {"native": None, "5%": 0.05, "10%": 0.10, "15%": 0.15}
 CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
@@ -92,6 +99,37 @@ def score_corpus(detectors: Sequence[str], families: Sequence[str] = FAMILIES) -
                     peers = runs[:i] + runs[i + 1:]
                     rows.append({"density": density, **score_run(name, run, peers, interval)})
     return pd.DataFrame(rows)
+
+
+def scores_stamp(detectors: Sequence[str], families: Sequence[str] = FAMILIES) -> dict[str, Any]:
+    """What `score_corpus` depends on: the detectors, the densities, the shipped corpus files,
+    the simulator's and policies' source and this module's, so stored scores made under any
+    other are known to be stale."""
+    def sha(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return {"detectors": list(detectors), "densities": dict(DENSITIES),
+            "corpus": {f: sha(corpus_file(f)) for f in families}, "code": code_digest(),
+            "scoring": sha(Path(__file__))}
+
+
+def stored_scores(path: Path, detectors: Sequence[str],
+                  families: Sequence[str] = FAMILIES) -> pd.DataFrame:
+    """The scores stored at `path` when its stamp (`<path stem>.json` beside it) matches what they
+    would be computed from now; else scored afresh and stored, the CSV before its stamp, both
+    atomically (a kill between the two leaves a stale stamp, so the next call rescores)."""
+    path = Path(path)
+    stamp_path = path.with_suffix(".json")
+    stamp = scores_stamp(detectors, families)
+    try:
+        fresh = path.exists() and json.loads(stamp_path.read_text()) == stamp
+    except (OSError, ValueError):
+        fresh = False
+    if fresh:
+        return pd.read_csv(path)
+    scores = score_corpus(detectors, families)
+    write_csv(scores, path)
+    write_json(stamp_path, stamp)
+    return scores
 
 
 def summarise_corpus(scores: pd.DataFrame) -> pd.DataFrame:

@@ -9,9 +9,12 @@ lower is better); progress is `state.global_step / state.max_steps`. It decides 
 and sets `control.should_training_stop`; `best_step` / `best_metric` name the checkpoint to
 keep. It works with `load_best_model_at_end` (which then loads that checkpoint, if saved) but
 does not require it. On resume it rebuilds the monitor from `state.log_history`, so patience and
-every other detector state carry on rather than restart. A NaN or infinite metric is skipped and
-a NaN or infinite training loss dropped, each with one warning (`RunMonitor.offer`): Trainer logs
-them in runs that recover, so they do not end training with an error.
+every other detector state carry on rather than restart. A second eval at the same step (a final
+`trainer.evaluate()`) is skipped, live and on resume alike: a live run judges the first eval, not
+knowing a later one is coming (a replay of the log, `traces.logs`, keeps the later one instead).
+A NaN or infinite metric is skipped and a NaN or infinite training loss dropped, each with one
+warning (`RunMonitor.offer`): Trainer logs them in runs that recover, so they do not end training
+with an error.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..online import MonitorDecision, RunMonitor
 from ..sim.protocols import Detector
-from ..traces.logs import mode_for
+from ..traces.logs import history_evals, mode_for
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +68,15 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self._rebuild(state.log_history)
 
     def _rebuild(self, history: list[dict[str, Any]]) -> None:
-        """Replay the evals already logged (a resumed run) into the fresh monitor."""
-        for entry in history:
-            if "loss" in entry:
-                self._loss = float(entry["loss"])
-            if self._key in entry and "step" in entry:
-                self._observe(int(entry["step"]), float(entry[self._key]))
+        """Replay the evals already logged (a resumed run) into the fresh monitor, through the
+        walk the replay reader uses. A second eval at a step is skipped by `offer`, as it was
+        live: a live run judges the first, not knowing a later one is coming."""
+        for ev in history_evals(history, self._key, strict=False):
+            self._loss = ev.loss
+            self._observe(ev.step, ev.value)
+        # a loss logged after the last eval belongs to the next one, as on_log would keep it
+        self._loss = next((float(e["loss"]) for e in reversed(history) if "loss" in e),
+                          self._loss)
 
     def on_log(self, args, state, control, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:

@@ -6,7 +6,8 @@ Two formats:
   `metric_for_best_model`, else the first `eval_*` key that is not bookkeeping (runtime,
   throughput, loss), else `eval_loss`. Training-loss entries (`loss`) give each eval the latest
   loss logged at or before its step. `max_steps` is read from the log. A second eval logged at
-  the same step (a final `trainer.evaluate()`) replaces the first, with a note.
+  the same step (a final `trainer.evaluate()`) replaces the first, with a note (the HF
+  callback, live, can only judge the first; both walk the log with `history_evals`).
 - CSV with a header `job_id, step, eval_score[, loss]` and any further named columns (one of
   them may be chosen as the metric, e.g. `test_score`), UTF-8 (a byte-order mark is dropped),
   any number of runs, rows in any order of runs but in increasing step within a run.
@@ -21,14 +22,15 @@ naming the file and the row (CSV line number, or `log_history` index).
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
-import io
 import json
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TextIO
 
 BOOKKEEPING = {"eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
                "eval_jit_compilation_time", "eval_model_preparation_time"}
@@ -176,6 +178,41 @@ def _metric_key(history: list[dict[str, Any]], metric: str | None,
     return key, None, "the first eval_* metric in the log (choose one with --metric)"
 
 
+class HistoryEval(NamedTuple):
+    row: int                    # index in log_history
+    step: int
+    value: float
+    loss: float | None          # latest training loss logged at or before it; None before any
+
+
+def history_evals(history: Iterable[dict[str, Any]], key: str, where: str = "log_history",
+                  strict: bool = True) -> Iterator[HistoryEval]:
+    """Each `key` eval of a Trainer `log_history` in log order, with the latest training loss.
+
+    The one walk the replay reader and the HF callback's resume share, so both pair losses with
+    evals alike. Every eval is yielded, a repeat at the same step too: what counts is the
+    caller's rule (a replay keeps the later one, a live callback can only judge the first).
+    `strict` (replay): a boolean, a string, NaN or an infinity raises `LogError` naming
+    `where[row]`, since a replay must not guess. Else (a resumed live run) values are float()ed
+    as Trainer wrote them and an eval without a step is passed over; `RunMonitor.offer` skips what
+    it cannot judge, as it did live, rather than end training with an error."""
+    loss = None
+    for i, entry in enumerate(history):
+        at = f"{where}[{i}]"
+        if "loss" in entry:
+            loss = _number(entry["loss"], at, "loss") if strict else float(entry["loss"])
+        if key not in entry:
+            continue
+        if strict:
+            step = _step(_number(entry.get("step"), at, "step"), entry.get("step"), at)
+            value = _number(entry[key], at, key)
+        elif "step" in entry:
+            step, value = int(entry["step"]), float(entry[key])
+        else:
+            continue
+        yield HistoryEval(i, step, value, loss)
+
+
 def read_trainer_state(path: Path | str, metric: str | None = None,
                        mode: str | None = None) -> LoggedRun:
     """One run from a Hugging Face trainer_state.json (or a checkpoint dir holding one)."""
@@ -190,24 +227,17 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
         mode_from = "a leading '-' on --metric"
     steps, values, losses, rows, notes = [], [], [], [], [f"metric chosen by {chosen}"]
     label = f"{path}: log_history[{{}}]".format
-    last_loss = math.nan
-    for i, entry in enumerate(history):
-        where = f"{path}: log_history[{i}]"
-        if "loss" in entry:
-            last_loss = _number(entry["loss"], where, "loss")
-        if key not in entry:
+    for ev in history_evals(history, key, f"{path}: log_history"):
+        loss = math.nan if ev.loss is None else ev.loss
+        if steps and ev.step == steps[-1]:
+            notes.append(f"log_history[{ev.row}]: a second eval at step {ev.step} (a final "
+                         f"evaluate?) replaces the one at log_history[{rows[-1]}]")
+            values[-1], losses[-1], rows[-1] = ev.value, loss, ev.row
             continue
-        step = _step(_number(entry.get("step"), where, "step"), entry.get("step"), where)
-        value = _number(entry[key], where, key)
-        if steps and step == steps[-1]:
-            notes.append(f"log_history[{i}]: a second eval at step {step} (a final evaluate?) "
-                         f"replaces the one at log_history[{rows[-1]}]")
-            values[-1], losses[-1], rows[-1] = value, last_loss, i
-            continue
-        steps.append(step)
-        values.append(value)
-        losses.append(last_loss)
-        rows.append(i)
+        steps.append(ev.step)
+        values.append(ev.value)
+        losses.append(loss)
+        rows.append(ev.row)
     if not steps:
         raise LogError(f"{path}: log_history has no {key!r} evals; its eval keys are: "
                        f"{', '.join(_eval_keys(history)) or 'none'}")
@@ -228,40 +258,87 @@ def _eval_keys(history: list[dict[str, Any]]) -> list[str]:
     return sorted({k for e in history for k in e if k.startswith("eval_") or k == "loss"})
 
 
-def _csv_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+def _csv_rows(path: Path) -> tuple[list[str], _Rows]:
     """Header and (line, values) rows of a UTF-8 CSV, refusing what cannot be a replay log;
-    rows are read as they are used."""
+    rows are read as they are used (a log may be larger than memory); close them when done,
+    they hold the file open."""
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        handle = path.open(encoding="utf-8-sig", newline="")
     except OSError as exc:
         raise LogError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise LogError(f"{path}: not UTF-8 text (byte {exc.start}); a replay CSV is UTF-8 "
-                       f"with a header {', '.join(CSV_COLUMNS)}[, loss, ...]") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(handle)
     try:
-        header = [c.strip() for c in next(reader, [])]
-    except csv.Error as exc:
-        raise LogError(f"{path}: not a CSV file ({exc})") from None
-    seen = set()
-    for column in header:
-        if column in seen:
-            raise LogError(f"{path}: line 1: column {column!r} appears twice")
-        seen.add(column)
-    missing = [c for c in CSV_COLUMNS if c not in header]
-    if missing:
-        raise LogError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
-                       f"expected {', '.join(CSV_COLUMNS)}[, loss, ...]")
-    return header, _stream(reader, path)
+        try:
+            header = [c.strip() for c in next(reader, [])]
+        except csv.Error as exc:
+            raise LogError(f"{path}: not a CSV file ({exc})") from None
+        except (UnicodeDecodeError, OSError) as exc:
+            raise _unreadable(path, exc) from None
+        seen = set()
+        for column in header:
+            if column in seen:
+                raise LogError(f"{path}: line 1: column {column!r} appears twice")
+            seen.add(column)
+        missing = [c for c in CSV_COLUMNS if c not in header]
+        if missing:
+            raise LogError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
+                           f"expected {', '.join(CSV_COLUMNS)}[, loss, ...]")
+    except BaseException:
+        handle.close()
+        raise
+    return header, _Rows(handle, reader, path)
 
 
-def _stream(reader: Any, path: Path) -> Iterator[tuple[int, list[str]]]:
+class _Rows:
+    """(line, values) rows, read as they are iterated; `close` releases the file whether or not
+    they were (a generator closed before its first row never runs its cleanup)."""
+
+    def __init__(self, handle: TextIO, reader: Any, path: Path) -> None:
+        self.handle, self.reader, self.path = handle, reader, path
+
+    def __iter__(self) -> Iterator[tuple[int, list[str]]]:
+        reader = self.reader
+        try:
+            for row in reader:
+                if row:
+                    yield reader.line_num, row
+        except csv.Error as exc:
+            raise LogError(f"{self.path}: line {reader.line_num}: not CSV ({exc})") from None
+        except (UnicodeDecodeError, OSError) as exc:
+            raise _unreadable(self.path, exc) from None
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _unreadable(path: Path, exc: Exception) -> LogError:
+    """The one-line error for a file that stops being readable text part way."""
+    if not isinstance(exc, UnicodeDecodeError):
+        return LogError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})")
+    return LogError(f"{path}: not UTF-8 text (byte {_bad_byte(path, exc)}); a replay CSV is "
+                    f"UTF-8 with a header {', '.join(CSV_COLUMNS)}[, loss, ...]")
+
+
+def _bad_byte(path: Path, exc: UnicodeDecodeError) -> int:
+    """Offset in the file of the first byte that is not UTF-8: a streamed decode reports it
+    within the chunk it read, so find it again, a chunk at a time, only when it is needed."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
     try:
-        for row in reader:
-            if row:
-                yield reader.line_num, row
-    except csv.Error as exc:
-        raise LogError(f"{path}: line {reader.line_num}: not CSV ({exc})") from None
+        with path.open("rb") as raw:
+            for chunk in iter(lambda: raw.read(1 << 16), b""):
+                pending = len(decoder.getstate()[0])
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as found:
+                    return offset - pending + found.start
+                offset += len(chunk)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as found:   # the file ends inside a character
+        return offset - len(found.object) + found.start
+    except OSError:
+        pass
+    return exc.start
 
 
 def read_csv_runs(path: Path | str, metric: str | None = None,
@@ -270,27 +347,29 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
     path = Path(path)
     header, rows = _csv_rows(path)
     column = (metric or "eval_score").removeprefix("-")
-    if column not in header:
-        raise LogError(f"{path}: no column {column!r}; its columns are: {', '.join(header)}")
-    run_mode, mode_from = mode_for(column, mode or ("min" if (metric or "")[:1] == "-"
-                                                    else None))
     index = {c: i for i, c in enumerate(header)}
-    runs: dict[str, dict[str, list[Any]]] = {}
-    for line, row in rows:
-        where = f"{path}: line {line}"
-        if len(row) > len(header):
-            raise LogError(f"{where}: {len(row)} values for {len(header)} columns")
-        row = row + [""] * (len(header) - len(row))
-        run_id = row[index["job_id"]].strip()
-        if not run_id:
-            raise LogError(f"{where}: empty job_id")
-        rec = runs.setdefault(run_id, {"steps": [], "values": [], "losses": [], "lines": []})
-        raw_step = row[index["step"]]
-        rec["steps"].append(_step(_text_number(raw_step, where, "step"), raw_step, where))
-        rec["values"].append(_text_number(row[index[column]], where, column))
-        raw_loss = row[index["loss"]].strip() if "loss" in index else ""
-        rec["losses"].append(_text_number(raw_loss, where, "loss") if raw_loss else math.nan)
-        rec["lines"].append(line)
+    with contextlib.closing(rows):  # the rows hold the file open
+        if column not in header:
+            raise LogError(f"{path}: no column {column!r}; its columns are: "
+                           f"{', '.join(header)}")
+        run_mode, mode_from = mode_for(column, mode or ("min" if (metric or "")[:1] == "-"
+                                                        else None))
+        runs: dict[str, dict[str, list[Any]]] = {}
+        for line, row in rows:
+            where = f"{path}: line {line}"
+            if len(row) > len(header):
+                raise LogError(f"{where}: {len(row)} values for {len(header)} columns")
+            row = row + [""] * (len(header) - len(row))
+            run_id = row[index["job_id"]].strip()
+            if not run_id:
+                raise LogError(f"{where}: empty job_id")
+            rec = runs.setdefault(run_id, {"steps": [], "values": [], "losses": [], "lines": []})
+            raw_step = row[index["step"]]
+            rec["steps"].append(_step(_text_number(raw_step, where, "step"), raw_step, where))
+            rec["values"].append(_text_number(row[index[column]], where, column))
+            raw_loss = row[index["loss"]].strip() if "loss" in index else ""
+            rec["losses"].append(_text_number(raw_loss, where, "loss") if raw_loss else math.nan)
+            rec["lines"].append(line)
     if not runs:
         raise LogError(f"{path}: no rows after the header; a CSV needs at least one eval")
     out = []
