@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The wheel is the product: build it, install it (not editable, core dependencies only) into a
 # fresh venv outside the checkout, and from another folder run the headline and make the env.
-# Fails if the wheel leaks a generic top-level package (policies, benchmarks, configs).
+# Fails if the wheel leaks a generic top-level package (policies, benchmarks, configs), or if a
+# run leaves files in site-packages that an uninstall would not remove.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
@@ -36,4 +37,13 @@ test -s "$work/elsewhere/results/e2/table.md" && test -s "$work/elsewhere/result
 echo "evalstop-bench run e2 --seeds 42: ok ($((SECONDS - start)) s)"
 "$work/venv/bin/python" -c 'import gymnasium as gym, evalstop_gym; env = gym.make("EvalStopCluster-v0"); env.reset(seed=0); env.step(0)'
 echo "gym.make(\"EvalStopCluster-v0\"): ok"
+
+# The compiled kernel's cache lives in the user's cache folder: after a run and an uninstall,
+# nothing of the package is left in site-packages.
+site="$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+left="$(find "$site/evalstop_gym" \( -name '*.nbi' -o -name '*.nbc' \) | head -3)"
+[ -z "$left" ] || { echo "compiled-code cache written inside site-packages: $left"; exit 1; }
+"$work/venv/bin/python" -m pip uninstall --yes --quiet evalstop-gym
+[ ! -e "$site/evalstop_gym" ] || { echo "uninstall left $(find "$site/evalstop_gym" | head -3)"; exit 1; }
+echo "no cache inside site-packages; uninstall leaves nothing: ok"
 echo "wheel check passed in $((SECONDS - start)) s"

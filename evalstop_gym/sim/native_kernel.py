@@ -6,10 +6,11 @@ floating-point operations, so a run gives the very numbers the reference gives: 
 `PriorityScheduler.schedule` (rank by (key, arrival, id), fill greedily). `native.py` packs the jobs
 and unpacks the results; `tests/test_native.py` compares the two engines run for run.
 
-Written for numba; without it the same functions run as plain Python (slowly), which keeps them
-debuggable with pdb. The scheduling pass stays inline in `run`: as a function of its own, the two
-dozen arrays it needs cost more to pass at every pass than the pass itself (measured: a
-noticeably slower E2 run); small helpers are inlined for the same reason.
+Written for numba (`jit.py` says where its cache lives); without it the same functions run as
+plain Python (slowly), which keeps them debuggable with pdb. The scheduling pass stays inline in
+`run`: as a function of its own, the two dozen arrays it needs cost more to pass at every pass
+than the pass itself (measured: a noticeably slower E2 run); small helpers are inlined for the
+same reason.
 """
 
 from __future__ import annotations
@@ -19,15 +20,8 @@ import math
 
 import numpy as np
 
-try:
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    def njit(*args, **kwargs):
-        if args and callable(args[0]):
-            return args[0]
-        return lambda fn: fn
-
 from .cluster import ARRIVAL, COMPLETION, EPS, PHASE_END
+from .jit import njit  # numba's, caching in the user's cache folder (never the package)
 from .native import (  # the spec's vocabulary: priority keys and stop rules
     KEY_ARRIVAL,
     KEY_DURATION_ESTIMATE,
