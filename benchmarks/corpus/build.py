@@ -24,6 +24,7 @@ from evalstop_gym.traces.corpus import FAMILIES, corpus_file, read_runs
 
 from ..durable import write_text
 from . import reward_hacking, supervised
+from .seeding import REPRODUCIBLE
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def provenance(families: Sequence[str], out: Path) -> dict[str, Any]:
         "command": "evalstop-bench corpus build",
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "numpy": numpy.__version__, "scikit-learn": sklearn.__version__},
-        "machine": platform.machine(), "families": {}}
+        "machine": platform.machine(), "reproducible": REPRODUCIBLE, "families": {}}
     for family in families:
         gen = GENERATORS[family]
         runs = read_runs(out / corpus_file(family).name)
