@@ -46,6 +46,73 @@ def cli_process(exp: str, out: Path) -> subprocess.Popen:
                             text=True)
 
 
+# Loaded by every Python process of a gated sweep (its workers too) through PYTHONPATH: runs not
+# named free, or the n-th output rename, wait for a release file the test creates, after leaving
+# a marker, so each test interrupts at a point it chooses, however fast or slow the machine.
+GATE = """
+import json, os, time
+from pathlib import Path
+
+_gate = json.loads(Path(os.environ["EVALSTOP_TEST_GATE"]).read_text())
+
+
+def _hold(marker):
+    Path(_gate["dir"], marker).touch()
+    release, deadline = Path(_gate["dir"], "release"), time.monotonic() + 600
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+if "free_runs" in _gate:
+    from evalstop_gym.benchmarks import runner
+
+    _run_and_save = runner.run_and_save
+
+    def run_and_save(spec, run_dir):
+        if spec.filename in _gate["free_runs"]:
+            time.sleep(_gate["delay"])
+        else:
+            _hold("held-" + spec.filename)
+        return _run_and_save(spec, run_dir)
+
+    runner.run_and_save = run_and_save
+
+if "hold_output" in _gate:
+    _replace, _outputs = os.replace, []
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(dst).name in _gate["outputs"]:
+            _outputs.append(dst)
+            if len(_outputs) == _gate["hold_output"]:
+                _hold("held-output")
+        return _replace(src, dst, *args, **kwargs)
+
+    os.replace = replace
+"""
+
+
+def gated_process(args: list[str], folder: Path, stderr=subprocess.PIPE,
+                  **gate: object) -> subprocess.Popen:
+    """`evalstop-bench ARGS` with the gate above; `folder` holds its markers and release file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(GATE)
+    (folder / "gate.json").write_text(json.dumps({"dir": str(folder), **gate}))
+    env = {**os.environ, "EVALSTOP_TEST_GATE": str(folder / "gate.json"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(folder),
+                                                       os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", *args],
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+
+
+def wait_for(condition, proc: subprocess.Popen, what: str) -> None:
+    """Until `condition()` holds; fails (rather than hangs) if the process ends first."""
+    deadline = time.monotonic() + 300   # a safety net against a hang, not a timing assumption
+    while not condition():
+        assert proc.poll() is None, f"the sweep ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} after 300 s"
+        time.sleep(0.01)
+
+
 def temp_files(out: Path) -> list[Path]:
     return sorted(out.rglob(f"{durable.TMP_PREFIX}*"))
 
@@ -118,8 +185,9 @@ def test_the_worker_saves_its_run_before_handing_it_over(tmp_path):
 
 
 def test_a_sweep_killed_during_its_output_writes_leaves_no_truncated_file(tmp_path, reference):
-    """SIGKILL the CLI the moment it starts writing outputs (its runs are already on disk), at
-    two different writes; every output present after each kill and after the rerun is whole."""
+    """SIGKILL the CLI in the middle of its output writes (its runs are already on disk), once
+    before the first output's rename and once before the third's, the new file written but not
+    yet in place; every output present after each kill and after the rerun is whole."""
     exp, out = reference[0], tmp_path / "out"
     shutil.copytree(reference[1], out)
     folder = out / "durable"
@@ -127,32 +195,40 @@ def test_a_sweep_killed_during_its_output_writes_leaves_no_truncated_file(tmp_pa
     for nth_write in (1, 3):
         for name in OUTPUTS:
             (folder / name).unlink(missing_ok=True)
-        proc, seen = cli_process(exp, out), set()
-        deadline = time.time() + 60
-        while time.time() < deadline and len(seen) < nth_write and proc.poll() is None:
-            seen |= {p.name for p in folder.iterdir()
-                     if p.name.startswith(durable.TMP_PREFIX) or p.name in OUTPUTS}
+        gate = tmp_path / f"gate{nth_write}"
+        proc = gated_process(["run", exp, "--out", str(out)], gate, hold_output=nth_write,
+                             outputs=list(OUTPUTS))
+        wait_for((gate / "held-output").exists, proc, "an output write")
+        assert [p for p in folder.iterdir() if p.name.startswith(durable.TMP_PREFIX)]
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        assert seen, "the kill should land during the output writes"
-        for name in expected:   # absent, or complete
-            assert not (folder / name).exists() or whole(folder / name, expected), name
+        proc.communicate()
+        present = [name for name in expected if (folder / name).exists()]
+        assert len(present) == nth_write - 1
+        for name in present:
+            assert whole(folder / name, expected), name
     assert cli.main(["run", exp, "--out", str(out)]) == 0
     assert not temp_files(out)
     assert all(whole(folder / name, expected) for name in expected)
 
 
 def test_two_concurrent_sweeps_on_one_out_lose_no_run_and_corrupt_no_file(tmp_path, reference):
-    """The second, started while the first runs, waits for it and then finds every run done."""
+    """The second, started while the first holds the folder, waits for it and then finds every
+    run done. The first is held after its first run until the second says it is waiting."""
     exp, out = reference[0], tmp_path / "shared"
-    first = cli_process(exp, out)
-    deadline = time.time() + 60
-    while time.time() < deadline and not list((out / "durable" / "runs").glob("*.json")):
-        time.sleep(0.01)   # the first sweep holds the lock and is running
-    second = cli_process(exp, out)
-    results = [p.communicate(timeout=120) for p in (first, second)]
-    assert [p.returncode for p in (first, second)] == [0, 0], results
-    assert "another sweep is writing to this folder; waiting" in results[1][1]
+    gate = tmp_path / "gate"
+    free = runner.specs(load_experiment(exp))[0].filename
+    first = gated_process(["run", exp, "--out", str(out)], gate, free_runs=[free], delay=0.0)
+    wait_for((out / "durable" / "runs" / free).exists, first, "the first run")
+    second_err = tmp_path / "second.err"
+    with open(second_err, "w") as err:
+        second = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run",
+                                   exp, "--out", str(out)], stdout=subprocess.PIPE, stderr=err,
+                                  text=True)
+        waiting = "another sweep is writing to this folder; waiting"
+        wait_for(lambda: waiting in second_err.read_text(), second, "the second sweep waiting")
+        (gate / "release").touch()
+        results = [p.communicate(timeout=300) for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], (results, second_err.read_text())
     assert "12 runs (12 new)" in results[0][0] and "12 runs (0 new)" in results[1][0]
     for name in ("runs.csv", "jobs.csv", "summary.csv", "table.md"):
         for folder in ("", "durable"):
@@ -162,27 +238,29 @@ def test_two_concurrent_sweeps_on_one_out_lose_no_run_and_corrupt_no_file(tmp_pa
     assert not temp_files(out)
 
 
-def test_ctrl_c_keeps_every_finished_run(tmp_path, reference):
-    """SIGINT a parallel sweep once some runs are saved: it exits 130, every run file on disk is
-    whole and none saved before the interrupt is lost; the rerun completes the same outputs."""
+@pytest.mark.parametrize("delay", [0.0, 1.0], ids=["fast-runs", "slow-runs"])
+def test_ctrl_c_keeps_every_finished_run(tmp_path, reference, delay):
+    """SIGINT a parallel sweep once two runs are saved and the others are held: it exits 130,
+    every run file on disk is whole and none saved before the interrupt is lost; the rerun
+    completes the same outputs. The held runs make the moment the test's own, fast or slow."""
     exp, out = reference[0], tmp_path / "out"
-    runs = out / "durable" / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run", exp,
-                             "--out", str(out), "--workers", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs, gate = out / "durable" / "runs", tmp_path / "gate"
+    free = [s.filename for s in runner.specs(load_experiment(exp))[:2]]
+    proc = gated_process(["run", exp, "--out", str(out), "--workers", "2"], gate,
+                         free_runs=free, delay=delay)
+
     def run_files() -> set[Path]:
         return {p for p in runs.glob("*.json") if not p.name.startswith(durable.TMP_PREFIX)}
 
-    deadline, saved = time.time() + 120, set()
-    while time.time() < deadline and len(saved) < 2 and proc.poll() is None:
-        saved = run_files() if runs.is_dir() else set()
-        time.sleep(0.02)
+    wait_for(lambda: {p.name for p in run_files()} == set(free)
+             and any(gate.glob("held-*")), proc, "two saved runs and a held one")
+    saved = run_files()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "finished runs are kept" in err
     after = run_files()
-    assert saved <= after and len(after) < 12
+    assert saved == after
     for path in after:
         assert json.loads(path.read_text())["digest"]   # whole JSON, never a partial write
     assert cli.main(["run", exp, "--out", str(out)]) == 0
