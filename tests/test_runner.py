@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from sweep_gate import gated_process, wait_for
 
 from evalstop_gym.benchmarks import runner
 from evalstop_gym.benchmarks.runner import run_sweep
@@ -93,26 +92,27 @@ def test_injected_failure_then_resume_equals_uninterrupted(tmp_path, monkeypatch
 
 
 def test_killed_subprocess_resumes_to_the_same_runs_csv(tmp_path):
-    """SIGKILL a CLI sweep once some runs are on disk; a rerun finishes the rest, same CSV."""
+    """SIGKILL a CLI sweep once two runs are on disk and the next is held; a rerun finishes the
+    rest, same CSV."""
     yaml_path = tiny_yaml(tmp_path, n_jobs=60)
     out = tmp_path / "killed"
     run_dir = out / "tiny" / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run",
-                             str(yaml_path), "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    def saved() -> int:   # whole run files; a write in progress is a .tmp-* file beside them
-        return sum(not p.name.startswith(".tmp-") for p in run_dir.glob("*.json"))
-
-    deadline = time.time() + 120
-    while time.time() < deadline and saved() < 2:
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done_at_kill = saved()
-    assert 2 <= done_at_kill < 12, "the kill should land mid-sweep"
     exp = load_experiment(yaml_path)
+    free = [s.filename for s in runner.specs(exp)[:2]]
+    gate = tmp_path / "gate"
+    proc = gated_process(["run", str(yaml_path), "--out", str(out)], gate, free_runs=free,
+                         delay=0.0, stderr=subprocess.DEVNULL)
+
+    def saved() -> set[str]:   # whole run files; a write in progress is a .tmp-* file beside them
+        return {p.name for p in run_dir.glob("*.json") if not p.name.startswith(".tmp-")}
+
+    wait_for(lambda: saved() == set(free) and any(gate.glob("held-*")), proc,
+             "two saved runs and a held one")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert saved() == set(free)
     resumed = run_sweep(exp, out)
-    assert resumed.n_ran == 12 - done_at_kill
+    assert resumed.n_ran == 10
     assert not list(run_dir.glob(".tmp-*"))
     clean = run_sweep(exp, tmp_path / "clean")
     resumed.runs.to_csv(tmp_path / "a.csv", index=False)
