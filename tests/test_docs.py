@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import html
+import importlib.metadata
 import os
 import re
 import shutil
@@ -15,7 +16,9 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 
+import evalstop_gym
 from evalstop_gym.benchmarks.paper_claims import E2_FIGURES
 from evalstop_gym.policies import BASES, DETECTORS, make_base, make_detector
 
@@ -143,3 +146,15 @@ def test_pages_render_in_a_browser(served, tmp_path, path, expected):
     pixels = imread(shot)
     assert pixels.shape[:2] == (900, 1280)
     assert pixels.std() > 0.05, "the screenshot is (nearly) one colour"
+
+
+def test_release_files_agree_with_the_package():
+    """LICENSE, CITATION.cff and CHANGELOG.md name the version and licence the package declares."""
+    meta = importlib.metadata.metadata("evalstop-gym")
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
+    assert citation["version"] == meta["Version"] == evalstop_gym.__version__
+    assert citation["license"] == meta["License"] == "MIT"
+    assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(rf"^## {re.escape(meta['Version'])} - \d{{4}}-\d\d-\d\d$", changelog,
+                     re.M), "CHANGELOG.md has no section for this version"
