@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from markdown.extensions.toc import slugify
 
 import evalstop_gym
 from evalstop_gym.benchmarks.paper_claims import E2_FIGURES
@@ -83,6 +84,12 @@ def test_generated_reports_and_paper_figures_are_included(site):
     for page, source in (("reproduction", "REPRODUCTION.md"), ("choosing", "BEYOND.md")):
         first = (REPO / source).read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
         assert first in page_text(site / page / "index.html"), source
+    toc = (site / "choosing" / "index.html").read_text(encoding="utf-8")
+    toc = toc[toc.rindex("md-nav--secondary"):]
+    toc = toc[:toc.index("md-content")]   # the contents alone, not the headings' permalinks
+    for line in (REPO / "BEYOND.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):   # the included file's sections are in the page's contents
+            assert f'href="#{slugify(line[3:], "-")}"' in toc, line
     figures = (site / "paper-figures" / "index.html").read_text(encoding="utf-8")
     assert 'id="evalstop_gym.benchmarks.paper_claims.E2_FIGURES"' in figures
     for key in E2_FIGURES:
