@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import html
 import importlib.metadata
+import inspect
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from markdown.extensions.toc import slugify
 
 import evalstop_gym
 from evalstop_gym.benchmarks.paper_claims import E2_FIGURES
+from evalstop_gym.online import RunMonitor
 from evalstop_gym.policies import BASES, DETECTORS, make_base, make_detector
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,6 +98,16 @@ def test_generated_reports_and_paper_figures_are_included(site):
         assert key in figures, key
     for page in (REPO / "docs").rglob("*.md"):
         assert "../shared" not in page.read_text(encoding="utf-8"), page
+
+
+def test_pages_name_the_default_detector_only_through_code():
+    """The practitioner and integration pages say "the default detector"; its name is read from
+    RunMonitor's signature on the API page, so changing the default cannot leave them stale."""
+    default = inspect.signature(RunMonitor).parameters["detector"].default
+    pages = [REPO / "docs" / "getting-started" / "practitioner.md",
+             *(REPO / "docs" / "integrations").glob("*.md")]
+    for page in pages:
+        assert default not in page.read_text(encoding="utf-8"), page.name
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=[p.stem for p in SNIPPETS])
