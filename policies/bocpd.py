@@ -73,6 +73,17 @@ def p_turned_down(scores: Sequence[float], sigma: float, hazard: float, tau: flo
 
 
 class BOCPD(NoiseScaledDetector):
+    """BOCPD: Bayesian online change-point detection (Adams & MacKay 2007) on a job's evals.
+
+    Models the evals as piecewise-constant means plus Normal noise and stops when the posterior
+    that the current segment's mean lies below the level before the change exceeds `threshold`
+    (the segment holding at least `min_run` evals); `hazard` is the prior rate of change points.
+    The noise sd is `sigma` when given, else pooled from finished jobs. It assumes steps, not
+    slopes, and Normal noise: a slow steady decline is seen late, heavy tails give false stops.
+    Needs the evals (and ended runs, without `sigma`).
+    Name: `BOCPD-<threshold>[-<hazard>[-<min_run>]]`.
+    """
+
     def __init__(self, threshold: float = 0.5, hazard: float = 0.2, tau: float = 0.2,
                  sigma: float | None = None, min_run: int = 1) -> None:
         if not 0 < threshold < 1 or not 0 < hazard < 1 or tau <= 0:

@@ -13,6 +13,12 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 
 class ComposedPolicy:
+    """A detector over a base scheduler: `detector + base`, or the name "Detector+Base".
+
+    The paper's Algorithm 1: jobs the detector stops are terminated (GPUs freed, best
+    checkpoint kept) before the base scheduler allocates, so any detector composes with any base.
+    """
+
     def __init__(self, detector: Detector, base: BaseScheduler):
         self.detector = detector
         self.base = base

@@ -46,6 +46,16 @@ def cusum_down(scores: Sequence[float], scale: float, drift: float) -> float:
 
 
 class CUSUM(NoiseScaledDetector):
+    """CUSUM: a one-sided cumulative-sum test for a sustained fall in a job's evals.
+
+    Stops when the largest drop from an earlier eval to the latest, in units of the noise of an
+    eval difference and less `drift` per eval, exceeds `threshold`: a lasting decline
+    accumulates, one noisy dip does not. The noise is `sigma` when given, else pooled from
+    finished jobs (`PooledNoise`); until that estimate exists it never stops. It assumes
+    independent noise of one shared scale: a job noisier than the pool is stopped too readily.
+    Needs the evals (and ended runs, without `sigma`). Name: `CUSUM-<drift>-<threshold>[-<sigma>]`.
+    """
+
     def __init__(self, drift: float = 0.0, threshold: float = 3.0,
                  sigma: float | None = None) -> None:
         if not drift >= 0 or not threshold > 0 or (sigma is not None and not sigma > 0):

@@ -77,6 +77,7 @@ def decline_evidence(scores: Sequence[float], progress: Sequence[float],
     engine runs (compiled by numba on first use, imported lazily so that importing the policies
     does not load numba), so both engines take the same decisions bit for bit.
     """
+
     if len(scores) < MIN_EVALS:
         return None
     from evalstop_gym.sim.native_kernel import decline_evidence as kernel_evidence
@@ -88,6 +89,15 @@ def decline_evidence(scores: Sequence[float], progress: Sequence[float],
 
 
 class DeclineTest(DetectorBase):
+    """DeclineTest-alpha: stop on evidence of a sustained decline, with a false-alarm budget.
+
+    Null: the run's true curve never decreases. Guarantee: under independent, roughly Gaussian
+    eval noise such a run is stopped with probability at most `alpha` over its whole life,
+    however many evals it has (the module docstring derives the bound). The noise is measured
+    from the run's own evals, so it needs nothing from other runs. Where it breaks: positively
+    autocorrelated noise (AR(1), a drifting eval set), under which false stops exceed alpha.
+    Needs the evals (progress, when known, paces the budget). Name: `DeclineTest-<alpha>`.
+    """
     needs = ("evals", "progress")
 
     def __init__(self, alpha: float = 0.05) -> None:

@@ -23,8 +23,11 @@ def past_peak(job: SchedulerJobView) -> bool:
 
 
 class EvalSched(PriorityScheduler):
-    """Time-sliced: a demoted job ranks first among running jobs (it is never preempted, it
-    keeps its GPUs) and `time_sliced` tells the platform to run it at its slice share."""
+    """EvalSched: SRTF-Est that demotes a job past its eval peak instead of stopping it.
+
+    Time-sliced, as the paper describes it: a demoted job ranks first among running jobs (it is
+    never preempted, it keeps its GPUs) and `time_sliced` tells the platform to run it at its
+    slice share."""
 
     name = "EvalSched"
     native_key = KEY_EVAL_SLICE
@@ -40,7 +43,7 @@ class EvalSched(PriorityScheduler):
 
 
 class EvalSchedStrict(PriorityScheduler):
-    """Strict priority: demoted jobs run only when nothing healthier waits (preempted for it)."""
+    """EvalSched-Strict: demoted jobs run only when nothing healthier waits (preempted for it)."""
 
     name = "EvalSched-Strict"
     native_key = KEY_EVAL_DEMOTE

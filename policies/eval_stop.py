@@ -19,6 +19,16 @@ __all__ = ["EvalStop", "decline_count"]
 
 
 class EvalStop(DetectorBase):
+    """EvalStop-k: stop a monitored job after k consecutive eval declines (the paper's rule).
+
+    `k_rlhf` declines in a row stop an RLHF job, `k_dpo` (default k_rlhf + 1) a DPO job; with
+    `variant="best"` a decline must also fall below the best score before it. It assumes a
+    hacking run's true score falls at each eval past its peak by more than the eval noise: noise
+    large against that drop makes chance declines (false stops) and breaks runs of true ones
+    (late or missed stops); it has no false-alarm guarantee. Needs the evals only.
+    Name: `EvalStop-<k>[-<k_dpo>][-best]`.
+    """
+
     def __init__(self, k_rlhf: int = 2, k_dpo: int | None = None, variant: str = "previous"):
         if k_rlhf < 1 or (k_dpo is not None and k_dpo < 1):
             raise ValueError(f"EvalStop: k must be >= 1, got k_rlhf={k_rlhf}, k_dpo={k_dpo}")

@@ -9,6 +9,11 @@ from .base import PriorityScheduler
 
 
 class FIFO(PriorityScheduler):
+    """FIFO: waiting jobs start in arrival order; jobs that fit behind a blocked head backfill.
+
+    Never preempts. The simplest base, against which what a detector buys is easiest to read.
+    """
+
     name = "FIFO"
     native_key = KEY_ARRIVAL
     incremental = True   # key frozen while waiting, never rising while running

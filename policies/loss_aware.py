@@ -21,6 +21,12 @@ def loss_improvement(job: SchedulerJobView) -> float:
 
 
 class LossAware(PriorityScheduler):
+    """LossAware: GPUs go first to the jobs whose training loss improves fastest (SLAQ-style).
+
+    Preemptive. The rate is the relative loss drop between a job's last two checks; a job with
+    fewer than two checks goes first, as SLAQ favours fresh jobs.
+    """
+
     name = "LossAware"
     native_key = KEY_LOSS_IMPROVEMENT
     incremental = True   # key frozen while waiting, never rising while running

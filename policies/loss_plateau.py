@@ -16,6 +16,15 @@ from .detector import DetectorBase, monitored, stop
 
 
 class LossPlateau(DetectorBase):
+    """LossPlateau: stop a monitored job once its training loss stops improving (SLAQ++-style).
+
+    Stops when the relative loss drop over the last `window` checks is below `threshold`. It
+    reads the training loss only, never the evals: that is the paper's point, since the loss
+    plateaus alike in healthy and hacking RLHF runs and cannot tell them apart. Needs the
+    training loss. Name: `LossPlateau` (threshold 0.02, window 3) or
+    `LossPlateau-<threshold>-<window>`.
+    """
+
     needs = ("loss",)
 
     def __init__(self, threshold: float = 0.02, window: int = 3):

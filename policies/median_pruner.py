@@ -23,6 +23,15 @@ from .registry import register_detector
 
 
 class MedianPruner(DetectorBase):
+    """MedianPruner: stop a job whose latest eval falls below its peers' at the same progress.
+
+    Optuna's rule: the reference is the `percentile` (50: the median) of completed same-type
+    jobs' evals at that progress, once `n_min` have completed and past progress `warmup`. It
+    judges a job against its peers, not its own past, so it prunes weak healthy jobs as readily
+    as hacking ones: it trades precision for recall. Needs the evals, progress and ended runs
+    (a `MonitorGroup` on real runs). Name: `MedianPruner[-<percentile>[-<n_min>]]`.
+    """
+
     needs = ("evals", "progress", "runs")
 
     def __init__(self, percentile: float = 50.0, n_min: int = 5, warmup: float = 0.3) -> None:

@@ -42,6 +42,15 @@ def evals_without_improvement(scores: Sequence[float], min_delta: float = 0.0) -
 
 
 class Patience(DetectorBase):
+    """Patience-n: stop after `patience` evals in a row that fail to beat the best by `min_delta`.
+
+    The early-stopping rule of Keras and Hugging Face, as practitioners already run it, kept so
+    every other detector can be compared with the habit it would replace. No false-alarm
+    guarantee: on a flat noisy run the best so far gets ever harder to beat, so the wait fills up
+    by chance, the more often the more evals a run has. Needs the evals only.
+    Name: `Patience-<patience>[-<min_delta>]`.
+    """
+
     def __init__(self, patience: int = 3, min_delta: float = 0.0) -> None:
         if patience < 1 or not min_delta >= 0:
             raise ValueError(f"Patience: need patience >= 1 and min_delta >= 0, got "

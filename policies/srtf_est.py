@@ -9,6 +9,13 @@ from .base import PriorityScheduler
 
 
 class SRTFEst(PriorityScheduler):
+    """SRTF-Est: preemptive shortest remaining time first, on the estimated time left.
+
+    Running and waiting jobs are ranked together by `remaining_estimate` (the duration estimate
+    times the progress left) and running jobs that fall out of the top are preempted. The
+    paper's reference base scheduler.
+    """
+
     name = "SRTF-Est"
     native_key = KEY_REMAINING_ESTIMATE
     incremental = True   # key frozen while waiting, never rising while running

@@ -16,6 +16,14 @@ from .detector import DetectorBase, monitored, stop
 
 
 class StopAt(DetectorBase):
+    """StopAt-p: stop every RLHF job at progress `p`, whatever its evals say.
+
+    The paper's oracle-flavoured baseline: a constant classifier that knows where peaks tend to
+    be, not which jobs hack. It asks the platform for a check at `p` (a milestone), so it acts
+    exactly there. Every healthy RLHF job it sees is stopped too, so it is a reference point, not
+    a detector to deploy. Needs progress. Name: `StopAt-<p>`, p in (0, 1).
+    """
+
     types = ("rlhf",)
     needs = ("progress",)
 
