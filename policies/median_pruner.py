@@ -24,6 +24,7 @@ from .registry import register_detector
 
 class MedianPruner(DetectorBase):
     needs = ("evals", "progress", "runs")
+    needs_peers = True      # it never stops a run that has no ended peers (RunMonitor warns)
 
     def __init__(self, percentile: float = 50.0, n_min: int = 5, warmup: float = 0.3) -> None:
         if not 0 <= percentile <= 100 or n_min < 1 or not 0 <= warmup < 1:
@@ -47,8 +48,9 @@ class MedianPruner(DetectorBase):
             return CONTINUE
         ref = self.reference(job.job_type, job.eval_progress[-1])
         if ref is not None and job.eval_scores[-1] < ref:
-            return stop(f"eval {job.eval_scores[-1]:.3f} below the peers' p{self.percentile:g} "
-                        f"{ref:.3f} at progress {job.eval_progress[-1]:.2f}")
+            # no values in the reason: it reads the same whatever the metric's units
+            return stop(f"eval below the peers' p{self.percentile:g} at progress "
+                        f"{job.eval_progress[-1]:.2f}")
         return CONTINUE
 
     def on_job_end(self, job: SchedulerJobView) -> None:
