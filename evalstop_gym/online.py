@@ -174,7 +174,7 @@ def resolve_detector(detector: str | Detector) -> Detector:
     return made
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
     """repr, cut to one readable line (an int of 400 digits, say)."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:30]}...({len(text)} chars)"
@@ -182,18 +182,18 @@ def _short(value: Any) -> str:
 
 def _number(value: Any, name: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"{name}={_short(value)}: expected a finite number")
+        raise ValueError(f"{name}={short_repr(value)}: expected a finite number")
     try:
         return float(value)
     except OverflowError:                    # an int beyond float range
-        raise ValueError(f"{name}={_short(value)}: too large for a float; expected a finite "
+        raise ValueError(f"{name}={short_repr(value)}: too large for a float; expected a finite "
                          f"number") from None
 
 
 def _finite(value: Any, name: str) -> float:
     x = _number(value, name)
     if not math.isfinite(x):
-        raise ValueError(f"{name}={_short(value)}: NaN and infinities cannot be judged; "
+        raise ValueError(f"{name}={short_repr(value)}: NaN and infinities cannot be judged; "
                          f"expected a finite number")
     return x
 
@@ -204,13 +204,33 @@ def _step(value: Any) -> float:
     return int(value) if isinstance(value, (int, np.integer)) else x
 
 
-def _check_options(mode: str, max_steps: Any, job_type: str) -> None:
+def _check_options(mode: str, max_steps: Any, job_type: str, steps_name: str = "max_steps") -> None:
     if mode not in MODES:
-        raise ValueError(f"mode={mode!r}: expected 'max' (higher is better) or 'min'")
-    if max_steps is not None and (_finite(max_steps, "max_steps") <= 0):
-        raise ValueError(f"max_steps={max_steps!r}: expected a number > 0, or None if unknown")
-    if job_type not in JOB_TYPES:
-        raise ValueError(f"job_type={job_type!r}: expected one of {', '.join(JOB_TYPES)}")
+        raise ValueError(f"mode={short_repr(mode)}: expected 'max' (higher is better) or 'min'")
+    if max_steps is not None and (_finite(max_steps, steps_name) <= 0):
+        raise ValueError(f"{steps_name}={max_steps!r}: expected a number > 0, or None if unknown")
+    if not isinstance(job_type, str) or job_type not in JOB_TYPES:
+        raise ValueError(f"job_type={short_repr(job_type)}: expected one of {', '.join(JOB_TYPES)}")
+
+
+def check_monitor_args(detector: str | Detector, mode: str | None = None,
+                       max_steps: Any = None, job_type: str = "rlhf",
+                       steps_name: str = "max_steps") -> Detector:
+    """The checks RunMonitor makes, for an integration to make at its own construction (where
+    the arguments are known), not at the first eval; `mode` None: to be read later. Returns the
+    detector object (made from its name)."""
+    _check_options("max" if mode is None else mode, max_steps, job_type, steps_name)
+    return resolve_detector(detector)
+
+
+def never_acts_without_progress(detector: Detector) -> bool:
+    """Whether `detector` can never stop a run whose length is unknown (progress NaN): a rule
+    that reads progress alone (StopAt) or judges a run against its peers at the same progress
+    (MedianPruner's warm-up and alignment). DeclineTest reads progress too but falls back to a
+    schedule of its own without it."""
+    needs = getattr(detector, "needs", ())
+    return "progress" in needs and ("evals" not in needs
+                                    or getattr(detector, "needs_peers", False))
 
 
 class RunMonitor:
@@ -264,8 +284,9 @@ class RunMonitor:
             decision = self.detector.decide(self.view("running"), RUN_CLUSTER)
             if not isinstance(getattr(decision, "stop", None), (bool, np.bool_)):
                 raise TypeError(f"detector {getattr(self.detector, 'name', self.detector)!r}: "
-                                f"decide() returned {_short(decision)}; expected a StopDecision "
-                                f"(CONTINUE or stop(reason)); the eval at step {step} is kept")
+                                f"decide() returned {short_repr(decision)}; expected a "
+                                f"StopDecision (CONTINUE or stop(reason)); the eval at step "
+                                f"{step} is kept")
             if decision.stop:
                 self._stop_at, self.reason = len(self.steps) - 1, decision.reason or "stopped"
         return self.decision()
@@ -387,7 +408,7 @@ class RunMonitor:
         monitor's history only once every eval has been accepted; a malformed state raises a
         one-line ValueError naming its key and leaves this monitor as it was."""
         if not isinstance(state, Mapping):
-            raise ValueError(f"load_state_dict: state={_short(state)}: expected the dict "
+            raise ValueError(f"load_state_dict: state={short_repr(state)}: expected the dict "
                              f"state_dict() returns")
         for key in STATE_KEYS:
             if key not in state:
@@ -396,13 +417,13 @@ class RunMonitor:
         mine = {"detector": self.detector.name, "mode": self.mode, "job_type": self.job_type}
         for key, value in mine.items():
             if state[key] != value:
-                raise ValueError(f"load_state_dict: {key}={_short(state[key])} does not match "
+                raise ValueError(f"load_state_dict: {key}={short_repr(state[key])} does not match "
                                  f"this monitor's {value!r}")
         columns = [state[key] for key in ("steps", "values", "losses")]
         for key, column in zip(("steps", "values", "losses"), columns, strict=True):
             if not isinstance(column, (list, tuple)):
-                raise ValueError(f"load_state_dict: state[{key!r}]={_short(column)}: expected a "
-                                 f"list (one entry per eval)")
+                raise ValueError(f"load_state_dict: state[{key!r}]={short_repr(column)}: "
+                                 f"expected a list (one entry per eval)")
         if len({len(c) for c in columns}) > 1:
             raise ValueError(f"load_state_dict: state['steps'], ['values'], ['losses'] hold "
                              f"{', '.join(str(len(c)) for c in columns)} entries; expected one "
