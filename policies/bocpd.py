@@ -81,14 +81,15 @@ def posterior_step(sigma: float, hazard: float, tau: float):
     return step
 
 
-def posterior(scores: Sequence[float], sigma: float, hazard: float, tau: float) -> Posterior:
-    """The posterior after the last score; a history that can `fold` (a live run's) keeps it
-    between evals, so each eval is folded in once."""
+def posterior(scores: Sequence[float], sigma: float, hazard: float,
+              tau: float) -> Posterior | None:
+    """The posterior after the last score (None before the first); a history that can `fold`
+    (a live run's) keeps it between evals, so each eval is folded in once."""
     step = posterior_step(sigma, hazard, tau)
     fold = getattr(scores, "fold", None)
     if fold is not None:
         return fold("BOCPD.posterior", (float(sigma), hazard, float(tau)), step, None)
-    post = None
+    post: Posterior | None = None
     for x in scores:
         post = step(post, float(x))
     return post
@@ -97,7 +98,8 @@ def posterior(scores: Sequence[float], sigma: float, hazard: float, tau: float) 
 def run_length_posterior(x: Sequence[float], sigma: float, hazard: float,
                          tau: float) -> np.ndarray:
     """P(run length = r | x) for r = 1..min(n, MAX_RUN) after the last eval (index r - 1)."""
-    return np.exp(posterior(x, sigma, hazard, tau).log_r)
+    post = posterior(x, sigma, hazard, tau)
+    return np.exp(post.log_r) if post is not None else np.empty(0)
 
 
 def p_turned_down(scores: Sequence[float], sigma: float, hazard: float, tau: float,
@@ -108,6 +110,7 @@ def p_turned_down(scores: Sequence[float], sigma: float, hazard: float, tau: flo
     if n < 2:
         return 0.0
     post = posterior(scores, sigma, hazard, tau)
+    assert post is not None                     # n >= 2
     r = np.arange(max(1, min_run), min(n - 1, len(post.sums)) + 1)
     if not len(r):
         return 0.0

@@ -121,7 +121,9 @@ def test_incremental_detectors_decide_as_recomputed_from_scratch(name):
     if name.startswith("BOCPD"):
         sigma = monitor.detector.noise_sigma(monitor.view().eval_scores)
         folded = posterior(monitor.view().eval_scores, sigma, 0.2, 10 * sigma)
+        assert folded is not None
         recomputed = posterior(tuple(values), sigma, 0.2, 10 * sigma)
+        assert recomputed is not None
         assert len(folded.log_r) == MAX_RUN
         np.testing.assert_array_equal(folded.log_r, recomputed.log_r)
 

@@ -52,7 +52,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self._loss: float | None = None
 
     @property
-    def best_step(self) -> int | None:
+    def best_step(self) -> float | None:
         """Step of the best eval so far (up to the stop): the checkpoint stop-and-save keeps."""
         return None if self.decision is None else self.decision.best_step
 

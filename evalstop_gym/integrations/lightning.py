@@ -61,7 +61,7 @@ class EvalStopCallback(Callback):
         return self._generate_state_key(monitor=self.monitor, mode=self.mode)
 
     @property
-    def best_step(self) -> int | None:
+    def best_step(self) -> float | None:
         return None if self.decision is None else self.decision.best_step
 
     def setup(self, trainer, pl_module, stage: str) -> None:
