@@ -14,7 +14,8 @@ every other detector state carry on rather than restart. A second eval at the sa
 knowing a later one is coming (a replay of the log, `traces.logs`, keeps the later one instead).
 A NaN or infinite metric is skipped and a NaN or infinite training loss dropped, each with one
 warning (`RunMonitor.offer`): Trainer logs them in runs that recover, so they do not end training
-with an error.
+with an error. A run with `eval_strategy="no"` is refused at train begin (nothing would ever be
+judged), and each `train()` starts from a fresh monitor: nothing carries over from an earlier one.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ metric raises (`strict=True`) or warns, a NaN or infinite value stops the run
 (`check_finite=True`) or is skipped, and the stop decision is reduced across ranks with
 `trainer.strategy.reduce_boolean_decision(..., all=False)` (any rank stopping stops all).
 `state_dict` / `load_state_dict` carry the monitor's history through a checkpoint, so a resumed
-fit decides as an uninterrupted one.
+fit decides as an uninterrupted one, while a new fit with the same callback starts afresh.
 """
 
 from __future__ import annotations

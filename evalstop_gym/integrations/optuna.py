@@ -5,8 +5,9 @@
 Each trial's reported values (in step order) go to its own RunMonitor, with the direction of
 `study.direction`; `prune` answers whether the detector has said stop. Steps are the ones passed
 to `trial.report`; pass `max_steps` (the last step your objective reports) so that progress is
-known, which StopAt and MedianPruner need. Detectors that learn across runs (MedianPruner, CUSUM
-and BOCPD with the pooled noise estimate) learn from the study's finished trials, as Optuna's own
+known, which StopAt and MedianPruner need (without it they could never prune, so they are
+refused). Detectors that learn across runs (MedianPruner, CUSUM and BOCPD with the pooled noise
+estimate) learn from the study's finished trials, as Optuna's own
 MedianPruner does: completed trials as completed runs, pruned ones as stopped runs. It composes
 like any pruner, e.g. `optuna.pruners.PatientPruner(EvalStopPruner(...), patience=2)`.
 Non-finite reported values, and steps past `max_steps`, are skipped with a warning (Optuna
@@ -79,7 +80,7 @@ class EvalStopPruner(BasePruner):
         return monitor.stopped
 
     def _state_for(self, study: optuna.study.Study) -> StudyState:
-        key = (study.study_name, study._study_id)
+        key = (study.study_name, study._study_id)   # a name is unique only within a storage
         if key not in self._studies:
             mode = "max" if study.direction == StudyDirection.MAXIMIZE else "min"
             self._studies[key] = StudyState(MonitorGroup(self.detector, mode, self.job_type))
