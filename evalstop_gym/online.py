@@ -236,8 +236,8 @@ def never_acts_without_progress(detector: Detector) -> bool:
 class RunMonitor:
     """One run's evals in (`update`), the detector's decision out; see the module docstring.
 
-    `grouped` is set by `MonitorGroup.monitor`: a detector that needs peers (`needs_peers`, as
-    MedianPruner) warns when used alone, where it can never stop.
+    `grouped` is set by `MonitorGroup.monitor`: a detector that needs peers (`has_peers`, as
+    MedianPruner) warns when used alone without enough of them, where it can never stop.
 
     `detector` is a registered name or a detector object (a `MonitorGroup` shares one object
     among its runs). In mode "min" the metric is negated before the detector sees it, as every
@@ -249,8 +249,9 @@ class RunMonitor:
                  *, grouped: bool = False) -> None:
         _check_options(mode, max_steps, job_type)
         self.detector = resolve_detector(detector)
-        if not grouped and getattr(self.detector, "needs_peers", False):
-            log.warning("%s judges a run against ended peer runs; a RunMonitor alone has none, "
+        has_peers = getattr(self.detector, "has_peers", None)
+        if not grouped and has_peers is not None and not has_peers(job_type):
+            log.warning("%s judges a run against ended peer runs; this RunMonitor has too few, "
                         "so it will never stop this run (use MonitorGroup)", self.detector.name)
         self.mode, self.max_steps, self.job_type, self.run_id = mode, max_steps, job_type, run_id
         self._sign = 1.0 if mode == "max" else -1.0

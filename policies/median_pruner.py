@@ -35,6 +35,10 @@ class MedianPruner(DetectorBase):
         default = percentile == 50.0 and n_min == 5
         self.name = "MedianPruner" if default else f"MedianPruner-{percentile:g}-{n_min}"
 
+    def has_peers(self, job_type: str) -> bool:
+        """Whether enough completed peers of `job_type` exist to judge a run against them."""
+        return len(self.history.get(job_type, [])) >= self.n_min
+
     def reference(self, job_type: str, progress: float) -> float | None:
         """The percentile of completed same-type jobs' evals at `progress`, once warmed up."""
         done = self.history.get(job_type, [])

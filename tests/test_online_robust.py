@@ -132,3 +132,16 @@ def test_the_default_detector_is_a_registry_name_and_the_monitors_default():
     assert make_detector(DEFAULT_DETECTOR).name == DEFAULT_DETECTOR
     assert inspect.signature(RunMonitor).parameters["detector"].default == DEFAULT_DETECTOR
     assert RunMonitor().detector.name == DEFAULT_DETECTOR
+
+
+def test_a_peer_detector_that_already_has_peers_does_not_warn(caplog):
+    detector = make_detector("MedianPruner-50-1")
+    peer = MonitorGroup(detector)
+    run = peer.monitor(max_steps=10)
+    for step in range(1, 11):
+        run.update(step, step / 10)
+    peer.end_run(run)
+    with caplog.at_level(logging.WARNING, logger="evalstop_gym.online"):
+        alone = RunMonitor(detector, max_steps=10)      # as replay does: peers fed outside
+        assert alone.update(5, 0.1).stop                 # below its peer: it can act
+    assert not caplog.records
