@@ -6,12 +6,11 @@ and the detector's `decide` answers continue or stop, exactly as the reference `
 
 Cost. The view's histories are `HistoryWindow`s: read-only windows over append-only buffers, so a
 view is built in O(1) however long the run. Detectors that only look at the tail (EvalStop-k,
-LossPlateau, StopAt) or keep a running statistic through `HistoryWindow.fold` (Patience, CUSUM
-with a fixed sigma) cost O(1) or O(window) per update; MedianPruner costs O(peers). Detectors
-whose statistic is re-estimated from the whole series at every eval (CUSUM with the pooled
-noise estimate, DeclineTest) cost O(history) per update by definition. BOCPD is costlier: it
-rebuilds its run-length posterior from the whole series at every eval, one slice sum per (time
-step, run length) pair, so an update costs O(history^2) slice sums (`policies/bocpd.py`).
+LossPlateau, StopAt) or keep a running statistic through `HistoryWindow.fold` (Patience, CUSUM,
+BOCPD: their noise scale is fixed along a run, see `policies/noise_estimate.py`) cost O(1) or
+O(window) per update (BOCPD's window is its truncated run-length posterior, `bocpd.MAX_RUN`);
+MedianPruner costs O(peers). DeclineTest re-tests the whole series at every eval, O(history)
+per update by definition.
 
 Progress is `step / max_steps` when `max_steps` is known; otherwise it is NaN ("unknown"), and
 rules that read progress (StopAt-p, MedianPruner's warm-up and alignment) never act. A real run
@@ -21,9 +20,10 @@ asks at p itself when p falls between evals).
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,6 +34,10 @@ from .sim.workload import JOB_TYPES
 
 log = logging.getLogger(__name__)
 
+DEFAULT_DETECTOR: str = "EvalStop-2"
+"""The detector RunMonitor and every integration use unless told otherwise (a registry name)."""
+
+STATE_KEYS = ("detector", "mode", "job_type", "steps", "values", "losses")   # of state_dict()
 RUN_CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
 MODES = ("max", "min")
 
@@ -170,17 +174,27 @@ def resolve_detector(detector: str | Detector) -> Detector:
     return made
 
 
+def short_repr(value: Any) -> str:
+    """repr, cut to one readable line (an int of 400 digits, say)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}...({len(text)} chars)"
+
+
 def _number(value: Any, name: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"{name}={value!r}: expected a finite number")
-    return float(value)
+        raise ValueError(f"{name}={short_repr(value)}: expected a finite number")
+    try:
+        return float(value)
+    except OverflowError:                    # an int beyond float range
+        raise ValueError(f"{name}={short_repr(value)}: too large for a float; expected a finite "
+                         f"number") from None
 
 
 def _finite(value: Any, name: str) -> float:
     x = _number(value, name)
     if not math.isfinite(x):
-        raise ValueError(f"{name}={value!r}: NaN and infinities cannot be judged; expected a "
-                         f"finite number")
+        raise ValueError(f"{name}={short_repr(value)}: NaN and infinities cannot be judged; "
+                         f"expected a finite number")
     return x
 
 
@@ -190,27 +204,55 @@ def _step(value: Any) -> float:
     return int(value) if isinstance(value, (int, np.integer)) else x
 
 
-def _check_options(mode: str, max_steps: Any, job_type: str) -> None:
+def _check_options(mode: str, max_steps: Any, job_type: str, steps_name: str = "max_steps") -> None:
     if mode not in MODES:
-        raise ValueError(f"mode={mode!r}: expected 'max' (higher is better) or 'min'")
-    if max_steps is not None and (_finite(max_steps, "max_steps") <= 0):
-        raise ValueError(f"max_steps={max_steps!r}: expected a number > 0, or None if unknown")
-    if job_type not in JOB_TYPES:
-        raise ValueError(f"job_type={job_type!r}: expected one of {', '.join(JOB_TYPES)}")
+        raise ValueError(f"mode={short_repr(mode)}: expected 'max' (higher is better) or 'min'")
+    if max_steps is not None and (_finite(max_steps, steps_name) <= 0):
+        raise ValueError(f"{steps_name}={max_steps!r}: expected a number > 0, or None if unknown")
+    if not isinstance(job_type, str) or job_type not in JOB_TYPES:
+        raise ValueError(f"job_type={short_repr(job_type)}: expected one of {', '.join(JOB_TYPES)}")
+
+
+def check_monitor_args(detector: str | Detector, mode: str | None = None,
+                       max_steps: Any = None, job_type: str = "rlhf",
+                       steps_name: str = "max_steps") -> Detector:
+    """The checks RunMonitor makes, for an integration to make at its own construction (where
+    the arguments are known), not at the first eval; `mode` None: to be read later. Returns the
+    detector object (made from its name)."""
+    _check_options("max" if mode is None else mode, max_steps, job_type, steps_name)
+    return resolve_detector(detector)
+
+
+def never_acts_without_progress(detector: Detector) -> bool:
+    """Whether `detector` can never stop a run whose length is unknown (progress NaN): a rule
+    that reads progress alone (StopAt) or judges a run against its peers at the same progress
+    (MedianPruner's warm-up and alignment). DeclineTest reads progress too but falls back to a
+    schedule of its own without it."""
+    needs = getattr(detector, "needs", ())
+    return "progress" in needs and ("evals" not in needs
+                                    or getattr(detector, "needs_peers", False))
 
 
 class RunMonitor:
     """One run's evals in (`update`), the detector's decision out; see the module docstring.
+
+    `grouped` is set by `MonitorGroup.monitor`: a detector that needs peers (`has_peers`, as
+    MedianPruner) warns when used alone without enough of them, where it can never stop.
 
     `detector` is a registered name or a detector object (a `MonitorGroup` shares one object
     among its runs). In mode "min" the metric is negated before the detector sees it, as every
     detector reads higher as better. Once the detector says stop, the decision stays stop.
     """
 
-    def __init__(self, detector: str | Detector = "EvalStop-2", mode: str = "max",
-                 max_steps: float | None = None, job_type: str = "rlhf", run_id: int = 0) -> None:
+    def __init__(self, detector: str | Detector = DEFAULT_DETECTOR, mode: str = "max",
+                 max_steps: float | None = None, job_type: str = "rlhf", run_id: int = 0,
+                 *, grouped: bool = False) -> None:
         _check_options(mode, max_steps, job_type)
         self.detector = resolve_detector(detector)
+        has_peers = getattr(self.detector, "has_peers", None)
+        if not grouped and has_peers is not None and not has_peers(job_type):
+            log.warning("%s judges a run against ended peer runs; this RunMonitor has too few, "
+                        "so it will never stop this run (use MonitorGroup)", self.detector.name)
         self.mode, self.max_steps, self.job_type, self.run_id = mode, max_steps, job_type, run_id
         self._sign = 1.0 if mode == "max" else -1.0
         if job_type not in getattr(self.detector, "types", JOB_TYPES):
@@ -241,6 +283,11 @@ class RunMonitor:
         self.record(step, value, loss)
         if self._stop_at is None:
             decision = self.detector.decide(self.view("running"), RUN_CLUSTER)
+            if not isinstance(getattr(decision, "stop", None), (bool, np.bool_)):
+                raise TypeError(f"detector {getattr(self.detector, 'name', self.detector)!r}: "
+                                f"decide() returned {short_repr(decision)}; expected a "
+                                f"StopDecision (CONTINUE or stop(reason)); the eval at step "
+                                f"{step} is kept")
             if decision.stop:
                 self._stop_at, self.reason = len(self.steps) - 1, decision.reason or "stopped"
         return self.decision()
@@ -355,19 +402,48 @@ class RunMonitor:
                 "values": [self._sign * s for s in scores],
                 "losses": [next(losses) if given else None for given in self._loss_given]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Rebuild from `state_dict()`'s output by replaying its evals (no patience reset)."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Rebuild from `state_dict()`'s output by replaying its evals (no patience reset).
+
+        Atomic: the state is checked and replayed into a fresh copy, which replaces this
+        monitor's history only once every eval has been accepted; a malformed state raises a
+        one-line ValueError naming its key and leaves this monitor as it was."""
+        if not isinstance(state, Mapping):
+            raise ValueError(f"load_state_dict: state={short_repr(state)}: expected the dict "
+                             f"state_dict() returns")
+        for key in STATE_KEYS:
+            if key not in state:
+                raise ValueError(f"load_state_dict: state[{key!r}] is missing; expected the "
+                                 f"keys {', '.join(STATE_KEYS)}")
         mine = {"detector": self.detector.name, "mode": self.mode, "job_type": self.job_type}
         for key, value in mine.items():
-            if state.get(key) != value:
-                raise ValueError(f"load_state_dict: {key}={state.get(key)!r} does not match "
+            if state[key] != value:
+                raise ValueError(f"load_state_dict: {key}={short_repr(state[key])} does not match "
                                  f"this monitor's {value!r}")
-        if self.max_steps is None:          # a length given to this monitor wins
-            self.max_steps = state.get("max_steps")
-        self._clear()
-        for step, value, loss in zip(state["steps"], state["values"], state["losses"],
-                                     strict=True):
-            self.update(step, value, loss)
+        columns = [state[key] for key in ("steps", "values", "losses")]
+        for key, column in zip(("steps", "values", "losses"), columns, strict=True):
+            if not isinstance(column, (list, tuple)):
+                raise ValueError(f"load_state_dict: state[{key!r}]={short_repr(column)}: "
+                                 f"expected a list (one entry per eval)")
+        if len({len(c) for c in columns}) > 1:
+            raise ValueError(f"load_state_dict: state['steps'], ['values'], ['losses'] hold "
+                             f"{', '.join(str(len(c)) for c in columns)} entries; expected one "
+                             f"each per eval")
+        max_steps = self.max_steps if self.max_steps is not None else state.get("max_steps")
+        try:                                   # a length given to this monitor wins
+            _check_options(self.mode, max_steps, self.job_type)
+        except ValueError as exc:
+            raise ValueError(f"load_state_dict: state['max_steps']: {exc}") from None
+        fresh = copy.copy(self)
+        fresh.max_steps = max_steps
+        fresh._clear()
+        for i, (step, value, loss) in enumerate(zip(*columns, strict=True)):
+            try:
+                fresh.update(step, value, loss)
+            except ValueError as exc:
+                raise ValueError(f"load_state_dict: eval {i} of state['steps'/'values'/'losses']"
+                                 f": {exc}") from None
+        self.__dict__.update(fresh.__dict__)
 
 
 class MonitorGroup:
@@ -388,10 +464,14 @@ class MonitorGroup:
 
     def monitor(self, max_steps: float | None = None, mode: str | None = None,
                 job_type: str | None = None) -> RunMonitor:
-        """A monitor for one more run of the group, sharing the group's detector."""
+        """A monitor for one more run of the group, sharing the group's detector. `mode`, if
+        given, must be the group's: its runs are pooled, so they share one direction."""
+        if mode is not None and mode != self.mode:
+            raise ValueError(f"mode={mode!r}: this group's runs are {self.mode!r}; a group pools "
+                             f"its runs, so they share one direction (make another group)")
         self._runs += 1
-        return RunMonitor(self.detector, mode or self.mode, max_steps,
-                          job_type or self.job_type, run_id=self._runs - 1)
+        return RunMonitor(self.detector, self.mode, max_steps, job_type or self.job_type,
+                          run_id=self._runs - 1, grouped=True)
 
     def end_run(self, monitor: RunMonitor, completed: bool | None = None) -> None:
         """Report that `monitor`'s run ended; a run the detector did not stop counts as

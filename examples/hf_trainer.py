@@ -16,6 +16,7 @@ from torch import nn
 from transformers import Trainer, TrainingArguments
 
 from evalstop_gym.integrations.hf import EvalStopCallback
+from evalstop_gym.online import DEFAULT_DETECTOR
 
 
 class OneWeight(nn.Module):
@@ -42,8 +43,9 @@ def score(pred) -> dict[str, float]:
     return {"score": float(-((pred.predictions - pred.label_ids) ** 2).mean())}
 
 
-def main(out_dir: str, max_steps: int = 200, **options) -> tuple[Trainer, EvalStopCallback]:
-    """Train until EvalStop-2 stops the run; `options` override the TrainingArguments."""
+def main(out_dir: str, max_steps: int = 200, detector: str = DEFAULT_DETECTOR,
+         **options) -> tuple[Trainer, EvalStopCallback]:
+    """Train until `detector` stops the run; `options` override the TrainingArguments."""
     settings = dict(
         output_dir=out_dir, max_steps=max_steps, per_device_train_batch_size=8,
         learning_rate=0.02, optim="sgd", lr_scheduler_type="constant", weight_decay=0.0,
@@ -51,7 +53,7 @@ def main(out_dir: str, max_steps: int = 200, **options) -> tuple[Trainer, EvalSt
         metric_for_best_model="score", greater_is_better=True, report_to="none",
         use_cpu=True, remove_unused_columns=False, disable_tqdm=True)
     args = TrainingArguments(**{**settings, **options})
-    callback = EvalStopCallback("EvalStop-2")
+    callback = EvalStopCallback(detector)
     trainer = Trainer(model=OneWeight(), args=args, train_dataset=examples(2.0, 8),
                       eval_dataset=examples(1.0, 4), compute_metrics=score,
                       callbacks=[callback])

@@ -13,6 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from evalstop_gym.integrations.lightning import EvalStopCallback
+from evalstop_gym.online import DEFAULT_DETECTOR
 
 
 class OneWeight(L.LightningModule):
@@ -48,8 +49,8 @@ def trainer(callback: EvalStopCallback, max_epochs: int = 40, **options) -> L.Tr
                      enable_model_summary=False, **options)
 
 
-def main() -> tuple[L.Trainer, EvalStopCallback]:
-    callback = EvalStopCallback(monitor="val_score", mode="max", detector="EvalStop-2")
+def main(detector: str = DEFAULT_DETECTOR) -> tuple[L.Trainer, EvalStopCallback]:
+    callback = EvalStopCallback(monitor="val_score", mode="max", detector=detector)
     fit = trainer(callback)
     fit.fit(OneWeight(), loader(2.0), loader(1.0))
     return fit, callback

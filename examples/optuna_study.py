@@ -10,6 +10,7 @@ from __future__ import annotations
 import optuna
 
 from evalstop_gym.integrations.optuna import EvalStopPruner
+from evalstop_gym.online import DEFAULT_DETECTOR
 
 STEPS = 20
 XS = (0.1, 0.6, 0.2, 0.7, 0.3, 0.8, 0.4, 0.9)
@@ -32,10 +33,11 @@ def objective(trial: optuna.Trial) -> float:
     return value
 
 
-def main(pruner: optuna.pruners.BasePruner | None = None, xs=XS) -> optuna.Study:
+def main(pruner: optuna.pruners.BasePruner | None = None, xs=XS,
+         detector: str = DEFAULT_DETECTOR) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize",
-                                pruner=pruner or EvalStopPruner("EvalStop-2", max_steps=STEPS),
+                                pruner=pruner or EvalStopPruner(detector, max_steps=STEPS),
                                 sampler=optuna.samplers.RandomSampler(seed=0))
     for x in xs:
         study.enqueue_trial({"x": x})

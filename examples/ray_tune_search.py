@@ -13,6 +13,7 @@ import ray
 from ray import tune
 
 from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+from evalstop_gym.online import DEFAULT_DETECTOR
 
 STEPS = 20
 
@@ -25,8 +26,10 @@ def trainable(config: dict) -> None:
         tune.report({"score": score})
 
 
-def main(storage: str, xs=(0.2, 0.7, 0.4, 0.9)) -> tuple[tune.ResultGrid, EvalStopScheduler]:
-    scheduler = EvalStopScheduler(detector="EvalStop-2", max_t=STEPS)
+def main(storage: str, xs=(0.2, 0.7, 0.4, 0.9), detector: str = DEFAULT_DETECTOR,
+         scheduler: EvalStopScheduler | None = None) -> tuple[tune.ResultGrid, EvalStopScheduler]:
+    """One search; pass `scheduler` to reuse one (each fit starts it afresh)."""
+    scheduler = scheduler or EvalStopScheduler(detector=detector, max_t=STEPS)
     tuner = tune.Tuner(
         trainable, param_space={"x": tune.grid_search(list(xs))},
         tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=scheduler),

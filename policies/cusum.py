@@ -6,9 +6,13 @@ telescope, S_n is the largest drop from an earlier eval to the latest one, in un
 less `drift` per eval step: a lasting decline accumulates, one noisy dip does not.
 
 Units: `drift` and `threshold` are in units of `scale`, the standard deviation of one eval
-difference. By default the scale is estimated (sqrt 2 times the pooled per-eval noise estimate of
-`PooledNoise`, learnt from finished jobs); pass `sigma` (score units, per eval) to fix it instead.
-Until the estimate exists (fewer than 8 pooled second differences) the detector does not stop.
+difference, so the test is invariant to the metric's units and offset. By default the scale is
+sqrt 2 times the per-eval noise estimate of `PooledNoise` (learnt from finished jobs, topped up
+with the job's own first evals while fewer than 8 second differences are pooled; see
+`noise_estimate`); it is fixed along a job while the pool is unchanged, so a live run keeps the
+statistic across evals (`HistoryWindow.fold`): O(1) per eval. Pass `sigma` (score units, per
+eval) to fix it instead: that one parameter is in the metric's units.
+Until the estimate exists the detector does not stop.
 Defaults (drift 0, threshold 3): a job stops once its latest eval sits 3 difference-sds below an
 earlier one; with only ~7 evals per job a positive drift costs more recall than it saves.
 Name: `CUSUM-<drift>-<threshold>[-<sigma>]`, e.g. `CUSUM-0-3` or `CUSUM-0.5-4-0.05`.
@@ -75,7 +79,7 @@ class CUSUM(NoiseScaledDetector):
             return CONTINUE
         stat = cusum_down(job.eval_scores, scale, self.drift)
         if stat > self.threshold:
-            return stop(f"downward CUSUM {stat:.2f} > {self.threshold:g} (scale {scale:.3f})")
+            return stop(f"downward CUSUM {stat:.2f} > {self.threshold:g} difference-sds")
         return CONTINUE
 
 

@@ -33,6 +33,7 @@ class MedianPruner(DetectorBase):
     """
 
     needs = ("evals", "progress", "runs")
+    needs_peers = True      # it never stops a run that has no ended peers (RunMonitor warns)
 
     def __init__(self, percentile: float = 50.0, n_min: int = 5, warmup: float = 0.3) -> None:
         if not 0 <= percentile <= 100 or n_min < 1 or not 0 <= warmup < 1:
@@ -42,6 +43,10 @@ class MedianPruner(DetectorBase):
         self.history: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         default = percentile == 50.0 and n_min == 5
         self.name = "MedianPruner" if default else f"MedianPruner-{percentile:g}-{n_min}"
+
+    def has_peers(self, job_type: str) -> bool:
+        """Whether enough completed peers of `job_type` exist to judge a run against them."""
+        return len(self.history.get(job_type, [])) >= self.n_min
 
     def reference(self, job_type: str, progress: float) -> float | None:
         """The percentile of completed same-type jobs' evals at `progress`, once warmed up."""
@@ -56,8 +61,9 @@ class MedianPruner(DetectorBase):
             return CONTINUE
         ref = self.reference(job.job_type, job.eval_progress[-1])
         if ref is not None and job.eval_scores[-1] < ref:
-            return stop(f"eval {job.eval_scores[-1]:.3f} below the peers' p{self.percentile:g} "
-                        f"{ref:.3f} at progress {job.eval_progress[-1]:.2f}")
+            # no values in the reason: it reads the same whatever the metric's units
+            return stop(f"eval below the peers' p{self.percentile:g} at progress "
+                        f"{job.eval_progress[-1]:.2f}")
         return CONTINUE
 
     def on_job_end(self, job: SchedulerJobView) -> None:

@@ -113,7 +113,7 @@ def test_pooled_noise_recovers_sigma_of_iid_noise():
 
 def test_run_length_posterior_is_a_distribution_and_sees_a_jump():
     x = np.array([0.5, 0.5, 0.5, 0.5, 0.1, 0.1])
-    post = run_length_posterior(x, sigma=0.02, hazard=0.2, mu0=x.mean(), tau=0.2)
+    post = run_length_posterior(x, sigma=0.02, hazard=0.2, tau=0.2)
     assert post.sum() == pytest.approx(1.0)
     assert int(np.argmax(post)) + 1 == 2              # the change was two evals ago
 

@@ -29,7 +29,7 @@ class NanScore(OneWeight):
 
 
 def test_fit_stops_after_the_peak_and_reports_the_best_step():
-    run, callback = EXAMPLE["main"]()
+    run, callback = EXAMPLE["main"]("EvalStop-2")
     history = callback.run.state_dict()
     scores = dict(zip(history["steps"], history["values"], strict=True))
     assert run.global_step == callback.stopped_step < run.estimated_stepping_batches
@@ -77,3 +77,38 @@ def test_missing_metric_and_non_finite_values():
     skipped = EvalStopCallback("val_score", "max", check_finite=False)
     assert fit(skipped, max_epochs=3, model=NanScore()).global_step == 15
     assert skipped.run is None                                  # nothing finite was judged
+
+
+def test_a_second_fit_starts_afresh():
+    """One callback, two fits: the second used to stop at its first validation."""
+    callback = EvalStopCallback("val_score", "max", "EvalStop-2")
+    first = fit(callback)
+    assert callback.stopped_step == first.global_step == 25
+    second = fit(callback)
+    assert callback.stopped_step == second.global_step == 25
+    assert callback.run.steps == [5, 10, 15, 20, 25]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"monitor": 5}, "monitor=5: expected the name of a logged metric"),
+    ({"mode": "up"}, "mode='up'"),
+    ({"detector": "Nope-1"}, "detector 'Nope-1' is unknown"),
+    ({"check_finite": "yes"}, "check_finite='yes': expected True or False"),
+    ({"strict": 1}, "strict=1: expected True or False"),
+    ({"max_steps": "12"}, "max_steps='12'"),
+    ({"max_steps": -3}, "max_steps=-3: expected a number > 0"),
+    ({"job_type": "sft"}, "job_type='sft'"),
+])
+def test_bad_arguments_are_named_at_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        EvalStopCallback(**{"monitor": "val_score", **kwargs})
+
+
+def test_the_default_detector_is_the_one_default():
+    import inspect
+
+    from evalstop_gym.online import DEFAULT_DETECTOR
+
+    assert inspect.signature(EvalStopCallback).parameters["detector"].default == DEFAULT_DETECTOR
+    assert EvalStopCallback("val_score").detector == DEFAULT_DETECTOR
+    assert inspect.signature(EXAMPLE["main"]).parameters["detector"].default == DEFAULT_DETECTOR

@@ -20,7 +20,7 @@ def outcome(study) -> dict[float, tuple[str, int]]:
 
 
 def test_declining_trials_are_pruned_and_rising_ones_complete():
-    result = outcome(EXAMPLE["main"]())
+    result = outcome(EXAMPLE["main"](detector="EvalStop-2"))
     for x, (state, last) in result.items():
         assert state == ("PRUNED" if x < 0.5 else "COMPLETE"), x
         assert last == (10 if x < 0.5 else 20)       # peak at step 8, two declines, pruned
@@ -90,4 +90,46 @@ def test_finished_trials_monitors_are_dropped(name):
         return 1.0
     study.optimize(objective, n_trials=40, catch=(RuntimeError,))
     assert len(study.trials) == 40
-    assert set(pruner._monitors) <= {39}               # only the last trial's (used to be 40)
+    live = {n for state in pruner._studies.values() for n in state.monitors}
+    assert live <= {39}                                # only the last trial's (used to be 40)
+
+
+def test_one_pruner_for_two_studies_keeps_them_apart():
+    """Study 2's trial 1 used to inherit study 1's trial-1 monitor and be pruned at once."""
+    pruner = EvalStopPruner("EvalStop-2", max_steps=20)
+    first = outcome(EXAMPLE["main"](pruner))
+    second = outcome(EXAMPLE["main"](pruner))
+    assert second == first
+    assert all(last == (10 if x < 0.5 else 20) for x, (_, last) in second.items())
+    assert len(pruner._studies) == 2
+
+
+def test_a_cross_trial_detector_learns_only_from_its_own_study():
+    pruner = EvalStopPruner("MedianPruner-50-2", max_steps=20)
+    EXAMPLE["main"](pruner, (0.9, 0.8, 0.95))           # strong peers in study 1
+    result = outcome(EXAMPLE["main"](pruner, (0.55,)))  # study 2 has none: nothing to compare
+    assert result[0.55] == ("COMPLETE", 20)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"detector": "StopAt-0.5"}, "max_steps=None: StopAt-0.5 reads progress"),
+    ({"detector": "MedianPruner"}, "max_steps=None: MedianPruner reads progress"),
+    ({"max_steps": "20"}, "max_steps='20'"),
+    ({"max_steps": 0}, "max_steps=0: expected a number > 0"),
+    ({"detector": "Nope-1"}, "detector 'Nope-1' is unknown"),
+    ({"job_type": 3}, "job_type=3"),
+])
+def test_bad_or_inert_arguments_are_refused_at_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        EvalStopPruner(**kwargs)
+    EvalStopPruner("DeclineTest-0.05")       # reads progress but falls back without it: allowed
+
+
+def test_the_default_detector_is_the_one_default():
+    import inspect
+
+    from evalstop_gym.online import DEFAULT_DETECTOR
+
+    assert inspect.signature(EvalStopPruner).parameters["detector"].default == DEFAULT_DETECTOR
+    assert EvalStopPruner().detector == DEFAULT_DETECTOR
+    assert inspect.signature(EXAMPLE["main"]).parameters["detector"].default == DEFAULT_DETECTOR

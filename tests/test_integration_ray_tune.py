@@ -21,7 +21,7 @@ def local_ray():
 
 
 def test_scheduler_stops_declining_trials_and_lets_rising_ones_finish(local_ray, tmp_path):
-    results, scheduler = EXAMPLE["main"](str(tmp_path))
+    results, scheduler = EXAMPLE["main"](str(tmp_path), detector="EvalStop-2")
     assert not results.errors
     iterations = {r.config["x"]: r.metrics["training_iteration"] for r in results}
     assert iterations == {0.2: 10, 0.4: 10, 0.7: 20, 0.9: 20}    # peak at 8, two declines
@@ -71,3 +71,54 @@ def test_time_total_s_past_max_t_in_a_real_run(local_ray, tmp_path):
     assert all(r.metrics["training_iteration"] < 199 for r in results)     # stopped at max_t
     assert all(r.metrics["time_total_s"] >= 0.3 for r in results)
     assert not scheduler.stopped and len(scheduler._ended) == 2
+
+
+def test_a_second_fit_starts_afresh(local_ray, tmp_path):
+    """A reused scheduler used to refuse the second fit's TuneConfig metric, and would carry
+    the first fit's trials and peers over."""
+    _, scheduler = EXAMPLE["main"](str(tmp_path / "a"), detector="EvalStop-2")
+    results, again = EXAMPLE["main"](str(tmp_path / "b"), scheduler=scheduler)
+    assert again is scheduler and not results.errors
+    iterations = {r.config["x"]: r.metrics["training_iteration"] for r in results}
+    assert iterations == {0.2: 10, 0.4: 10, 0.7: 20, 0.9: 20}
+    assert len(scheduler.stopped) == 2 and len(scheduler._ended) == len(scheduler.monitors) == 4
+
+
+def test_a_result_without_time_attr_names_the_keys_it_has():
+    from ray.tune.experiment import Trial
+
+    from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+
+    scheduler = EvalStopScheduler(metric="score", mode="max", time_attr="step")
+    trial = Trial("__fake", stub=True)
+    scheduler.on_trial_add(None, trial)
+    with pytest.raises(ValueError, match=r"time_attr='step' is not in trial .*'s result \(its "
+                                         r"keys: score, training_iteration\)"):
+        scheduler.on_trial_result(None, trial, {"training_iteration": 1, "score": 0.5})
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_t": "12"}, "max_t='12': expected a finite number"),
+    ({"max_t": 0}, "max_t=0: expected a number > 0"),
+    ({"metric": 5}, "metric=5: expected the name of a reported result key"),
+    ({"time_attr": ""}, "time_attr='': expected the name"),
+    ({"mode": "up"}, "mode='up'"),
+    ({"detector": "Nope-1"}, "detector 'Nope-1' is unknown"),
+    ({"detector": "StopAt-0.5"}, "max_t=None: StopAt-0.5 reads progress"),
+])
+def test_bad_or_inert_arguments_are_refused_at_construction(kwargs, message):
+    from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+
+    with pytest.raises(ValueError, match=message):
+        EvalStopScheduler(**kwargs)
+
+
+def test_the_default_detector_is_the_one_default():
+    import inspect
+
+    from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+    from evalstop_gym.online import DEFAULT_DETECTOR
+
+    assert inspect.signature(EvalStopScheduler).parameters["detector"].default == DEFAULT_DETECTOR
+    assert EvalStopScheduler().detector == DEFAULT_DETECTOR
+    assert inspect.signature(EXAMPLE["main"]).parameters["detector"].default == DEFAULT_DETECTOR

@@ -14,7 +14,8 @@ every other detector state carry on rather than restart. A second eval at the sa
 knowing a later one is coming (a replay of the log, `traces.logs`, keeps the later one instead).
 A NaN or infinite metric is skipped and a NaN or infinite training loss dropped, each with one
 warning (`RunMonitor.offer`): Trainer logs them in runs that recover, so they do not end training
-with an error.
+with an error. A run with `eval_strategy="no"` is refused at train begin (nothing would ever be
+judged), and each `train()` starts from a fresh monitor: nothing carries over from an earlier one.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("evalstop_gym.integrations.hf needs transformers: "
                       "pip install 'evalstop-gym[hf]'") from exc
 
-from ..online import MonitorDecision, RunMonitor
+from ..online import DEFAULT_DETECTOR, MonitorDecision, RunMonitor, check_monitor_args, short_repr
 from ..sim.protocols import Detector
 from ..traces.logs import history_evals, mode_for
 
@@ -39,8 +40,12 @@ log = logging.getLogger(__name__)
 class EvalStopCallback(TrainerCallback, ExportableState):
     """Stop a Trainer run when `detector` says its eval metric has turned for good."""
 
-    def __init__(self, detector: str | Detector = "EvalStop-2", metric: str | None = None,
+    def __init__(self, detector: str | Detector = DEFAULT_DETECTOR, metric: str | None = None,
                  mode: str | None = None, job_type: str = "rlhf") -> None:
+        if metric is not None and not (isinstance(metric, str) and metric):
+            raise ValueError(f"metric={metric!r}: expected a metric name such as 'eval_accuracy' "
+                             f"(or 'accuracy'), or None for args.metric_for_best_model")
+        check_monitor_args(detector, mode, None, job_type)
         self.detector, self.metric, self.mode, self.job_type = detector, metric, mode, job_type
         self.monitor: RunMonitor | None = None
         self.decision: MonitorDecision | None = None
@@ -48,7 +53,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self._loss: float | None = None
 
     @property
-    def best_step(self) -> int | None:
+    def best_step(self) -> float | None:
         """Step of the best eval so far (up to the stop): the checkpoint stop-and-save keeps."""
         return None if self.decision is None else self.decision.best_step
 
@@ -57,10 +62,17 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         return None if self.decision is None else self.decision.best_value
 
     def on_train_begin(self, args, state, control, **kwargs: Any) -> None:
+        """A fresh monitor per `train()` (rebuilt from the log on resume): nothing carries over
+        from an earlier `train()` with this callback."""
+        if getattr(args, "eval_strategy", None) == "no":      # IntervalStrategy.NO, a str
+            raise ValueError("EvalStopCallback: TrainingArguments(eval_strategy='no') never "
+                             "evaluates, so no detector could act; set eval_strategy='steps' or "
+                             "'epoch'")
         key = self.metric or args.metric_for_best_model
         if not key:
             raise ValueError("EvalStopCallback: no metric; pass metric='eval_accuracy' or set "
                              "TrainingArguments(metric_for_best_model=...)")
+        self.decision, self._loss = None, None
         self._key = key if key.startswith("eval_") else f"eval_{key}"
         flag = args.greater_is_better if self.metric is None else None
         mode = mode_for(self._key, self.mode, flag)[0]
@@ -90,7 +102,8 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             log.warning("EvalStopCallback: %s is not among the eval metrics (%s); no decision",
                         self._key, ", ".join(sorted(metrics)))
             return
-        decision = self._observe(state.global_step, float(metrics[self._key]))
+        decision = self._observe(state.global_step, metric_value(metrics, self._key,
+                                                                 state.global_step))
         if decision is not None and decision.stop:
             control.should_training_stop = True
             log.info("EvalStopCallback: stop at step %s (%s); best %s = %.6g at step %s",
@@ -113,3 +126,15 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         return {"args": {"detector": name, "metric": self.metric or self._key or None,
                          "mode": mode, "job_type": self.job_type},
                 "attributes": {}}
+
+
+def metric_value(metrics: dict[str, Any], key: str, step: int) -> float:
+    """metrics[key] as a float (a Python, NumPy or 0-d tensor number), or a one-line error."""
+    value = metrics[key]
+    if not isinstance(value, (str, bytes, bool)) and value is not None:
+        try:
+            return float(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    raise ValueError(f"EvalStopCallback: metrics[{key!r}]={short_repr(value)} at step {step}: "
+                     f"expected a number")

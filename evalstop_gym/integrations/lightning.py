@@ -10,7 +10,7 @@ metric raises (`strict=True`) or warns, a NaN or infinite value stops the run
 (`check_finite=True`) or is skipped, and the stop decision is reduced across ranks with
 `trainer.strategy.reduce_boolean_decision(..., all=False)` (any rank stopping stops all).
 `state_dict` / `load_state_dict` carry the monitor's history through a checkpoint, so a resumed
-fit decides as an uninterrupted one.
+fit decides as an uninterrupted one, while a new fit with the same callback starts afresh.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("evalstop_gym.integrations.lightning needs lightning: "
                       "pip install 'evalstop-gym[lightning]'") from exc
 
-from ..online import MonitorDecision, RunMonitor
+from ..online import DEFAULT_DETECTOR, MonitorDecision, RunMonitor, check_monitor_args
 from ..sim.protocols import Detector
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,18 @@ log = logging.getLogger(__name__)
 class EvalStopCallback(Callback):
     """Stop `trainer.fit` when `detector` says the monitored metric has turned for good."""
 
-    def __init__(self, monitor: str, mode: str = "min", detector: str | Detector = "EvalStop-2",
-                 check_finite: bool = True, strict: bool = True, max_steps: int | None = None,
+    def __init__(self, monitor: str, mode: str = "min",
+                 detector: str | Detector = DEFAULT_DETECTOR, check_finite: bool = True,
+                 strict: bool = True, max_steps: int | None = None,
                  job_type: str = "rlhf") -> None:
         super().__init__()
+        if not isinstance(monitor, str) or not monitor:
+            raise ValueError(f"monitor={monitor!r}: expected the name of a logged metric, such "
+                             f"as 'val_acc'")
+        check_monitor_args(detector, mode, max_steps, job_type)
+        for name, flag in (("check_finite", check_finite), ("strict", strict)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name}={flag!r}: expected True or False")
         self.monitor, self.mode, self.detector = monitor, mode, detector
         self.check_finite, self.strict = check_finite, strict
         self.max_steps, self.job_type = max_steps, job_type
@@ -53,8 +61,16 @@ class EvalStopCallback(Callback):
         return self._generate_state_key(monitor=self.monitor, mode=self.mode)
 
     @property
-    def best_step(self) -> int | None:
+    def best_step(self) -> float | None:
         return None if self.decision is None else self.decision.best_step
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        """A new fit starts afresh: nothing carries over from an earlier fit with this callback
+        (Lightning restores a checkpoint's state after this hook, so a resumed fit still
+        carries on from it)."""
+        if stage == TrainerFn.FITTING:
+            self.run, self.decision, self._pending = None, None, None
+            self.stopped_step, self.stopping_reason = None, ""
 
     def _monitor(self, trainer) -> RunMonitor:
         if self.run is None:

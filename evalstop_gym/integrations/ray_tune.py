@@ -11,7 +11,10 @@ trial reaching `max_t` is stopped as complete, as Tune's ASHA does (a result pas
 `metric` and `mode` may also come from `tune.TuneConfig`. Ended trials (complete, stopped,
 errored or removed) are reported to the scheduler's `MonitorGroup`, so cross-run detectors
 (MedianPruner, CUSUM and BOCPD with the pooled noise estimate) learn from them; a trial it
-stopped counts as stopped.
+stopped counts as stopped. Each experiment (`Tuner.fit`, which sets the search properties) starts
+afresh: a scheduler used for a second fit neither carries trials, peers nor `stopped` over, and
+takes that fit's `metric`/`mode` unless it was built with its own. A result without `time_attr`
+is an error naming the keys it has (a scheduler that never sees a step could never act).
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("evalstop_gym.integrations.ray_tune needs ray[tune]: "
                       "pip install 'evalstop-gym[tune]'") from exc
 
-from ..online import MonitorGroup, RunMonitor
+from ..online import (
+    DEFAULT_DETECTOR,
+    MonitorGroup,
+    RunMonitor,
+    check_monitor_args,
+    never_acts_without_progress,
+)
 from ..sim.protocols import Detector
 
 log = logging.getLogger(__name__)
@@ -36,24 +45,41 @@ class EvalStopScheduler(FIFOScheduler):
     """Run trials in submission order; STOP each one once `detector` says its metric turned."""
 
     def __init__(self, metric: str | None = None, mode: str | None = None,
-                 detector: str | Detector = "EvalStop-2", time_attr: str = "training_iteration",
+                 detector: str | Detector = DEFAULT_DETECTOR, time_attr: str = "training_iteration",
                  max_t: float | None = None, job_type: str = "rlhf") -> None:
         super().__init__()
-        if max_t is not None and not max_t > 0:
-            raise ValueError(f"max_t={max_t!r}: expected a number > 0, or None")
+        for name, value in (("metric", metric), ("time_attr", time_attr)):
+            if not (isinstance(value, str) and value) and not (name == "metric" and value is None):
+                raise ValueError(f"{name}={value!r}: expected the name of a reported result key"
+                                 + (", or None to take it from tune.TuneConfig"
+                                    if name == "metric" else ""))
+        made = check_monitor_args(detector, mode, max_t, job_type, steps_name="max_t")
+        if max_t is None and never_acts_without_progress(made):
+            raise ValueError(f"max_t=None: {made.name} reads progress, so it would never stop a "
+                             f"trial; pass max_t (the last {time_attr} a trial reports)")
+        self._given = (metric, mode)                   # what this scheduler was built with
         self._metric, self._mode = metric, mode
         self.detector, self.time_attr, self.max_t, self.job_type = (detector, time_attr, max_t,
                                                                     job_type)
+        self._start()
+
+    def _start(self) -> None:
+        """Forget every trial: a new experiment begins."""
         self.group: MonitorGroup | None = None
         self.monitors: dict[str, RunMonitor] = {}      # trial id -> its monitor
         self.stopped: dict[str, str] = {}              # trial id -> why it was stopped
         self._ended: set[str] = set()
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
-        if (self._metric and metric) or (self._mode and mode):
+        """Called by Tune at the start of each experiment: refuse a metric or mode this
+        scheduler was built with (as Tune's own schedulers do), else take them, and start
+        afresh."""
+        given_metric, given_mode = self._given
+        if (given_metric and metric) or (given_mode and mode):
             return False
-        self._metric = self._metric or metric
-        self._mode = self._mode or mode
+        self._metric = given_metric or metric
+        self._mode = given_mode or mode
+        self._start()
         return True
 
     def _group(self) -> MonitorGroup:
@@ -72,7 +98,11 @@ class EvalStopScheduler(FIFOScheduler):
         monitor = self.monitors.get(trial.trial_id)
         if monitor is None or trial.trial_id in self._ended:
             return TrialScheduler.CONTINUE
-        if self.time_attr not in result or self._metric not in result:
+        if self.time_attr not in result:
+            raise ValueError(f"EvalStopScheduler: time_attr={self.time_attr!r} is not in trial "
+                             f"{trial.trial_id}'s result (its keys: {', '.join(sorted(result))})"
+                             f"; pass a time_attr the trainable reports")
+        if self._metric not in result:
             return TrialScheduler.CONTINUE
         step, value = result[self.time_attr], result[self._metric]
         if self.max_t is not None and step > self.max_t:
