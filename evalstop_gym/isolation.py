@@ -179,11 +179,21 @@ def readable_by_others(path: Path) -> bool:
 
 def check_private_config(config: SimConfig) -> None:
     """Refuses what private seeds cannot hide: corpus curves with their recorded evals, which a
-    policy finds (with the run's label) in the package's copy of the corpus."""
-    if config.curves.source == "corpus" and config.curves.corpus_noise != "added":
+    policy finds (with the run's label) in the package's copy of the corpus. Added noise hides
+    the values, not the runs: a few noisy evals matched against a readable corpus still guess
+    labels better than chance, hence the warning."""
+    if config.curves.source != "corpus":
+        return
+    if config.curves.corpus_noise != "added":
         raise ConfigError(f"curves.corpus_noise={config.curves.corpus_noise!r} with private "
                           f"seeds: a policy can match a job's evals against the shipped corpus "
                           f"and read its label; set curves.corpus_noise=added")
+    from .traces.corpus import corpus_file
+
+    if readable_by_others(corpus_file(config.curves.corpus_rlhf)):
+        log.warning("private seeds: the corpus (%s) is readable by every user, so a policy can "
+                    "still match a job's noisy evals against its runs; make it readable by you "
+                    "alone for a leaderboard", corpus_file(config.curves.corpus_rlhf).parent)
 
 
 def seal_output(out: Path) -> None:

@@ -169,3 +169,15 @@ def test_a_private_policy_runs_as_nobody_in_an_empty_folder(small_config):
 
     result = simulate(small_config, WhereAmI(), 1, isolated=True, private_seeds=SeedSecret("k"))
     assert snooped(result) == {f"{pwd.getpwnam('nobody').pw_uid} []"}
+
+
+def test_a_corpus_the_policy_can_read_is_named_in_a_warning(small_config, caplog):
+    """Added noise hides a corpus run's values, not the run: matching stays possible."""
+    from evalstop_gym.traces.corpus import corpus_file
+
+    corpus = small_config.with_overrides({"curves.source": "corpus",
+                                          "curves.corpus_noise": "added"})
+    if not isolation.readable_by_others(corpus_file(corpus.curves.corpus_rlhf)):
+        pytest.skip("the corpus is installed readable by its owner alone")
+    isolation.check_private_config(corpus)
+    assert "the corpus" in caplog.text and "readable by every user" in caplog.text
