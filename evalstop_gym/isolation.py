@@ -69,6 +69,7 @@ SECRET_FILE_ENV = "EVALSTOP_SEED_SECRET_FILE"  # or a file holding it (readable 
 UNPRIVILEGED_USER = "nobody"
 _ENV_LOCK = threading.Lock()
 _FRESH: list[bytes] = []   # this process's random secret, when none is configured
+_WARNED: set[str] = set()
 
 
 class PolicyProcessError(RuntimeError):
@@ -152,19 +153,26 @@ def make_sandbox() -> Sandbox:
     """An empty working directory and, when this process is root on POSIX, `nobody`'s ids."""
     workdir = tempfile.mkdtemp(prefix="evalstop-policy-")
     if os.name != "posix" or os.geteuid() != 0:
-        log.warning("private seeds: not running as root, so the isolated policy runs as this "
-                    "user and can read whatever it can (see evalstop_gym.isolation)")
+        _warn_once("private seeds: not running as root, so the isolated policy runs as this "
+                   "user and can read whatever it can (see evalstop_gym.isolation)")
         return Sandbox(workdir)
     import pwd
 
     user = pwd.getpwnam(UNPRIVILEGED_USER)
     os.chown(workdir, user.pw_uid, user.pw_gid)
     if not readable_by_others(Path(os.__file__)):
-        log.warning("private seeds: this Python (%s) is not readable by %s, so the policy can "
-                    "import only what its process loaded before dropping privileges (numpy "
-                    "and evalstop_gym); install Python where every user can read it",
-                    os.path.dirname(os.__file__), UNPRIVILEGED_USER)
+        _warn_once(f"private seeds: this Python ({os.path.dirname(os.__file__)}) is not "
+                   f"readable by {UNPRIVILEGED_USER}, so the policy can import only what its "
+                   f"process loaded before dropping privileges (numpy and evalstop_gym); "
+                   f"install Python where every user can read it")
     return Sandbox(workdir, user.pw_uid, user.pw_gid)
+
+
+def _warn_once(message: str) -> None:
+    """A sweep makes many runs; one warning per process says it."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning("%s", message)
 
 
 def readable_by_others(path: Path) -> bool:
@@ -191,9 +199,9 @@ def check_private_config(config: SimConfig) -> None:
     from .traces.corpus import corpus_file
 
     if readable_by_others(corpus_file(config.curves.corpus_rlhf)):
-        log.warning("private seeds: the corpus (%s) is readable by every user, so a policy can "
-                    "still match a job's noisy evals against its runs; make it readable by you "
-                    "alone for a leaderboard", corpus_file(config.curves.corpus_rlhf).parent)
+        _warn_once(f"private seeds: the corpus ({corpus_file('reward').parent}) is readable "
+                   f"by every user, so a policy can still match a job's noisy evals against its "
+                   f"runs; make it readable by you alone for a leaderboard")
 
 
 def seal_output(out: Path) -> None:

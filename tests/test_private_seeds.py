@@ -171,7 +171,8 @@ def test_a_private_policy_runs_as_nobody_in_an_empty_folder(small_config):
     assert snooped(result) == {f"{pwd.getpwnam('nobody').pw_uid} []"}
 
 
-def test_a_corpus_the_policy_can_read_is_named_in_a_warning(small_config, caplog):
+def test_a_corpus_the_policy_can_read_is_named_in_a_warning(small_config, caplog,
+                                                            monkeypatch):
     """Added noise hides a corpus run's values, not the run: matching stays possible."""
     from evalstop_gym.traces.corpus import corpus_file
 
@@ -179,5 +180,6 @@ def test_a_corpus_the_policy_can_read_is_named_in_a_warning(small_config, caplog
                                           "curves.corpus_noise": "added"})
     if not isolation.readable_by_others(corpus_file(corpus.curves.corpus_rlhf)):
         pytest.skip("the corpus is installed readable by its owner alone")
+    monkeypatch.setattr(isolation, "_WARNED", set())   # once per process: this one's
     isolation.check_private_config(corpus)
     assert "the corpus" in caplog.text and "readable by every user" in caplog.text
