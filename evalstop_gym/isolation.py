@@ -158,7 +158,13 @@ def make_sandbox() -> Sandbox:
         return Sandbox(workdir)
     import pwd
 
-    user = pwd.getpwnam(UNPRIVILEGED_USER)
+    try:
+        user = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        shutil.rmtree(workdir)
+        raise PolicyProcessError(f"private seeds: this system has no user "
+                                 f"{UNPRIVILEGED_USER!r} to run the policy as; create one") \
+            from None
     os.chown(workdir, user.pw_uid, user.pw_gid)
     if not readable_by_others(Path(os.__file__)):
         _warn_once(f"private seeds: this Python ({os.path.dirname(os.__file__)}) is not "

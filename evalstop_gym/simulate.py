@@ -114,12 +114,10 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
         secret = private_secret(private_seeds, config)
         resolve_policy(policy)   # a bad name fails here, before a process starts
         with IsolatedPolicy(policy, timeout, sandbox=secret is not None) as remote:
-            engine = "native" if engine == "native" else "python"
-            if secret is None:
-                return simulate(config, remote, seed, engine)
-            result = run_policy(config, remote, seed, engine, secret.workload_seed(seed))
-            result.private_seed = secret.fingerprint
-            return result
+            result = run_policy(config, remote, seed, "native" if engine == "native" else
+                                "python", secret.workload_seed(seed) if secret else seed)
+        result.private_seed = secret.fingerprint if secret else ""
+        return result
     if timeout is not None or private_seeds is not False:
         raise ValueError(f"timeout={timeout!r}, private_seeds={private_seeds!r}: these apply to "
                          f"isolated runs only (add isolated=True)")
