@@ -21,8 +21,9 @@ from typing import Any
 
 from evalstop_gym.config import ConfigError, parse_yaml
 from evalstop_gym.experiment import list_experiments, load_experiment
-from evalstop_gym.isolation import PolicyProcessError, SeedSecret
+from evalstop_gym.isolation import PolicyProcessError
 from evalstop_gym.policies import PolicyNameError
+from evalstop_gym.private_seeds import SeedSecret
 from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock

@@ -32,9 +32,9 @@ import evalstop_gym
 import evalstop_gym.policies as policies
 from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
-from evalstop_gym.isolation import SeedSecret, check_private_config, seal_output
 from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.policies import make_policy
+from evalstop_gym.private_seeds import SeedSecret, check_private_config, seal_output
 from evalstop_gym.simulate import simulate
 
 from . import durable

@@ -17,8 +17,8 @@ Views alone do not hide a job's label from a policy that can recompute or look i
 starts in an empty temporary working directory; on POSIX, when the parent runs as root, drops
 to the unprivileged user `nobody` before the policy is unpickled, so it reads only
 world-readable files (the runner makes a private sweep's --out readable by its owner alone);
-and never receives the seed secret (`SeedSecret`: it stays in the parent, and its environment
-variables are removed from the child's environment). The workload seed is then
+and never receives the seed secret (`private_seeds.SeedSecret`: it stays in the parent, and
+its environment variables are removed from the child's environment). The workload seed is then
 `SeedSecret.workload_seed(seed)`, 128 bits the policy cannot enumerate, so the installed,
 deterministic simulator cannot regenerate the jobs (`generate_workload`) from a guessed seed.
 
@@ -35,8 +35,6 @@ or VM as well.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import logging
 import math
@@ -44,9 +42,7 @@ import multiprocessing
 import operator
 import os
 import pickle
-import secrets
 import shutil
-import stat
 import tempfile
 import threading
 import time
@@ -54,7 +50,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .config import ConfigError, SimConfig
+from .private_seeds import SECRET_ENV, SECRET_FILE_ENV, readable_by_others, warn_once
 from .sim.cluster import time_sliced_test
 from .sim.protocols import Action, Allocation, Policy, StopDecision
 from .sim.view import ClusterView, SchedulerJobView
@@ -64,12 +60,8 @@ log = logging.getLogger(__name__)
 ALLOCATION_FIELDS = ("start", "preempt", "stop", "kinds")
 DEFAULT_TIMEOUT_S = 30.0   # per decision: heuristics answer in microseconds, a model in ms
 STARTUP_S = 120.0   # added to the first answer's deadline: a fresh interpreter imports numpy
-SECRET_ENV = "EVALSTOP_SEED_SECRET"            # the secret itself (any string)
-SECRET_FILE_ENV = "EVALSTOP_SEED_SECRET_FILE"  # or a file holding it (readable by you alone)
 UNPRIVILEGED_USER = "nobody"
 _ENV_LOCK = threading.Lock()
-_FRESH: list[bytes] = []   # this process's random secret, when none is configured
-_WARNED: set[str] = set()
 
 
 class PolicyProcessError(RuntimeError):
@@ -91,56 +83,6 @@ def check_timeout(timeout: Any) -> float:
     return float(timeout)
 
 
-class SeedSecret:
-    """The salt that turns a published seed into a private workload seed.
-
-    Held by the trusted side only (the sweep's parent and workers), never sent to the policy's
-    process; its repr and the run's records show only a fingerprint. The same secret and seed
-    always give the same workload, so a run is reproducible by whoever holds the secret.
-    """
-
-    __slots__ = ("_key",)
-
-    def __init__(self, key: bytes | str) -> None:
-        self._key = key.encode() if isinstance(key, str) else bytes(key)
-        if not self._key:
-            raise ValueError(f"the seed secret is empty: set {SECRET_ENV} (or "
-                             f"{SECRET_FILE_ENV}) to a long random string")
-
-    @classmethod
-    def load(cls) -> SeedSecret:
-        """From $EVALSTOP_SEED_SECRET, else the file $EVALSTOP_SEED_SECRET_FILE names, else a
-        random secret made once per process (private, but not reproducible)."""
-        if os.environ.get(SECRET_ENV):
-            return cls(os.environ[SECRET_ENV].strip())
-        if os.environ.get(SECRET_FILE_ENV):
-            path = Path(os.environ[SECRET_FILE_ENV])
-            try:
-                return cls(path.read_bytes().strip())
-            except OSError as exc:
-                raise ValueError(f"{SECRET_FILE_ENV}={str(path)!r}: cannot read the seed secret "
-                                 f"({exc.strerror})") from None
-        if not _FRESH:
-            _FRESH.append(secrets.token_bytes(32))
-            log.warning("private seeds: no %s or %s, so a random secret for this process "
-                        "(runs are private but cannot be reproduced)", SECRET_ENV,
-                        SECRET_FILE_ENV)
-        return cls(_FRESH[0])
-
-    def workload_seed(self, seed: int) -> int:
-        """The 128-bit seed the workload of published `seed` is drawn from."""
-        digest = hmac.new(self._key, b"evalstop workload seed %d" % seed, hashlib.sha256)
-        return int.from_bytes(digest.digest()[:16], "big")
-
-    @property
-    def fingerprint(self) -> str:
-        """Names the secret in records (which runs shared one) without revealing it."""
-        return hmac.new(self._key, b"evalstop fingerprint", hashlib.sha256).hexdigest()[:16]
-
-    def __repr__(self) -> str:
-        return f"SeedSecret(fingerprint={self.fingerprint!r})"
-
-
 class Sandbox(NamedTuple):
     """What the child does before it unpickles the policy: chdir, then drop to uid/gid."""
 
@@ -153,8 +95,8 @@ def make_sandbox() -> Sandbox:
     """An empty working directory and, when this process is root on POSIX, `nobody`'s ids."""
     workdir = tempfile.mkdtemp(prefix="evalstop-policy-")
     if os.name != "posix" or os.geteuid() != 0:
-        _warn_once("private seeds: not running as root, so the isolated policy runs as this "
-                   "user and can read whatever it can (see evalstop_gym.isolation)")
+        warn_once("private seeds: not running as root, so the isolated policy runs as this "
+                  "user and can read whatever it can (see evalstop_gym.isolation)")
         return Sandbox(workdir)
     import pwd
 
@@ -167,55 +109,11 @@ def make_sandbox() -> Sandbox:
             from None
     os.chown(workdir, user.pw_uid, user.pw_gid)
     if not readable_by_others(Path(os.__file__)):
-        _warn_once(f"private seeds: this Python ({os.path.dirname(os.__file__)}) is not "
-                   f"readable by {UNPRIVILEGED_USER}, so the policy can import only what its "
-                   f"process loaded before dropping privileges (numpy and evalstop_gym); "
-                   f"install Python where every user can read it")
+        warn_once(f"private seeds: this Python ({os.path.dirname(os.__file__)}) is not "
+                  f"readable by {UNPRIVILEGED_USER}, so the policy can import only what its "
+                  f"process loaded before dropping privileges (numpy and evalstop_gym); "
+                  f"install Python where every user can read it")
     return Sandbox(workdir, user.pw_uid, user.pw_gid)
-
-
-def _warn_once(message: str) -> None:
-    """A sweep makes many runs; one warning per process says it."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        log.warning("%s", message)
-
-
-def readable_by_others(path: Path) -> bool:
-    """Whether a user with no other rights can read `path` (every folder above it searchable)."""
-    try:
-        if not path.stat().st_mode & stat.S_IROTH:
-            return False
-        return all(folder.stat().st_mode & stat.S_IXOTH for folder in path.resolve().parents)
-    except OSError:
-        return False
-
-
-def check_private_config(config: SimConfig) -> None:
-    """Refuses what private seeds cannot hide: corpus curves with their recorded evals, which a
-    policy finds (with the run's label) in the package's copy of the corpus. Added noise hides
-    the values, not the runs: a few noisy evals matched against a readable corpus still guess
-    labels better than chance, hence the warning."""
-    if config.curves.source != "corpus":
-        return
-    if config.curves.corpus_noise != "added":
-        raise ConfigError(f"curves.corpus_noise={config.curves.corpus_noise!r} with private "
-                          f"seeds: a policy can match a job's evals against the shipped corpus "
-                          f"and read its label; set curves.corpus_noise=added")
-    from .traces.corpus import corpus_file
-
-    if readable_by_others(corpus_file(config.curves.corpus_rlhf)):
-        _warn_once(f"private seeds: the corpus ({corpus_file('reward').parent}) is readable "
-                   f"by every user, so a policy can still match a job's noisy evals against its "
-                   f"runs; make it readable by you alone for a leaderboard")
-
-
-def seal_output(out: Path) -> None:
-    """Make `out` readable by its owner alone, so a policy that dropped privileges cannot read
-    earlier runs' files (their labels) there."""
-    if os.name == "posix":
-        out.mkdir(parents=True, exist_ok=True)
-        out.chmod(0o700)
 
 
 class IsolatedPolicy:

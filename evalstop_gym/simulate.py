@@ -14,8 +14,8 @@ import numpy as np
 
 from .config import ConfigError, SimConfig, check_feasible
 from .experiment import platform_config
-from .isolation import SeedSecret, check_private_config
 from .metrics import aggregate, job_record
+from .private_seeds import SeedSecret, check_private_config
 from .sim import native
 from .sim.cluster import Cluster
 from .sim.jobs import Job
@@ -101,9 +101,10 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
     (`evalstop_gym.isolation`), on the reference engine; the results are the same. `timeout`:
     seconds it may take per decision (default `isolation.DEFAULT_TIMEOUT_S`), after which its
     process is killed and the run fails. `private_seeds` (isolated runs only; True or a
-    `SeedSecret`): for untrusted policies, the workload is drawn from the seed salted with a
-    secret the child never sees, in a hardened child; the result's `private_seed` names the
-    secret's fingerprint. Different workloads from the plain run's, reproducible with the secret.
+    `private_seeds.SeedSecret`): for untrusted policies, the workload is drawn from the seed
+    salted with a secret the child never sees, in a hardened child; the result's `private_seed`
+    names the secret's fingerprint. Different workloads from the plain run's, reproducible with
+    the secret.
     """
     seed = check_seed(seed)
     config = resolve_config(config)

@@ -11,8 +11,8 @@ import json
 import os
 
 from evalstop_gym.config import SimConfig
-from evalstop_gym.isolation import SECRET_ENV, SECRET_FILE_ENV
 from evalstop_gym.policies import SRTFEst
+from evalstop_gym.private_seeds import SECRET_ENV, SECRET_FILE_ENV
 from evalstop_gym.sim.protocols import CONTINUE, Action, StopDecision
 from evalstop_gym.sim.workload import generate_workload
 

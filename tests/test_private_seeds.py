@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from sandboxed_policies import EnvironmentReader, SeedGuesser, Snooper, WhereAmI
 
-from evalstop_gym import isolation
+from evalstop_gym import isolation, private_seeds
 from evalstop_gym.config import ConfigError
-from evalstop_gym.isolation import SECRET_ENV, SECRET_FILE_ENV, IsolatedPolicy, SeedSecret
+from evalstop_gym.isolation import IsolatedPolicy
+from evalstop_gym.private_seeds import SECRET_ENV, SECRET_FILE_ENV, SeedSecret
 from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import run_policy, simulate
 
@@ -178,8 +179,8 @@ def test_a_corpus_the_policy_can_read_is_named_in_a_warning(small_config, caplog
 
     corpus = small_config.with_overrides({"curves.source": "corpus",
                                           "curves.corpus_noise": "added"})
-    if not isolation.readable_by_others(corpus_file(corpus.curves.corpus_rlhf)):
+    if not private_seeds.readable_by_others(corpus_file(corpus.curves.corpus_rlhf)):
         pytest.skip("the corpus is installed readable by its owner alone")
-    monkeypatch.setattr(isolation, "_WARNED", set())   # once per process: this one's
-    isolation.check_private_config(corpus)
+    monkeypatch.setattr(private_seeds, "_WARNED", set())   # once per process: this one's
+    private_seeds.check_private_config(corpus)
     assert "the corpus" in caplog.text and "readable by every user" in caplog.text
