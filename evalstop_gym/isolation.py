@@ -25,11 +25,13 @@ deterministic simulator cannot regenerate the jobs (`generate_workload`) from a 
 What this does NOT prevent: run as another user than root, the child cannot drop privileges and
 reads whatever that user can (a key file, earlier results, the parent's environment through
 /proc); every world-readable file stays readable, among them the package's data (the shipped
-corpus, unless the package is installed privately; `curves.corpus_noise: added` is required
-for that reason) and results folders other than --out; timing (how long the parent takes
-between calls), the machine's load and the network are not hidden; a policy may still spawn
-processes of its own. It is not an operating-system sandbox: for hostile code use a container
-or VM as well.
+corpus, unless the package is installed privately: the required `curves.corpus_noise: added`
+hides a run's values, but a few noisy evals still match it) and results folders other than
+--out; timing (how long the parent takes between calls), the machine's load and the network
+are not hidden; a policy may still spawn processes of its own. It is not an operating-system
+sandbox: for hostile code use a container or VM as well. Where Python itself is readable by
+root alone, a policy as `nobody` imports only what its process loaded before dropping
+privileges (numpy, evalstop_gym and its policies; a warning says so).
 """
 
 from __future__ import annotations
