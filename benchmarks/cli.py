@@ -21,7 +21,9 @@ from typing import Any
 
 from evalstop_gym.config import ConfigError, parse_yaml
 from evalstop_gym.experiment import list_experiments, load_experiment
+from evalstop_gym.isolation import PolicyProcessError
 from evalstop_gym.policies import PolicyNameError
+from evalstop_gym.private_seeds import SeedSecret
 from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock
@@ -40,7 +42,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("evalstop_gym.benchmarks.calibrate",
                   "fit the lost constants to E2 (Optuna TPE), validate on E1/E3, sensitivity"),
 }
-USER_ERRORS = (ConfigError, PolicyNameError, BackendError, OutputError)
+USER_ERRORS = (ConfigError, PolicyNameError, BackendError, OutputError, PolicyProcessError)
 
 
 class UsageError(ValueError):
@@ -83,6 +85,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolate", action="store_true",
                    help="run each policy in a process of its own that sees only serialised "
                         "views (for untrusted policies; same results, slower)")
+    p.add_argument("--policy-timeout", type=float, metavar="SECONDS",
+                   help="with --isolate: seconds a policy may take per decision before its "
+                        "process is killed and the run fails (default 30)")
+    p.add_argument("--private-seeds", action="store_true",
+                   help="with --isolate, for untrusted policies: workload seeds salted with a "
+                        "secret ($EVALSTOP_SEED_SECRET or $EVALSTOP_SEED_SECRET_FILE, else a "
+                        "fresh one), the policy run as nobody when root, OUT made private "
+                        "(see README, 'Untrusted policies')")
 
 
 def resolve(names: Sequence[str]) -> list[str]:
@@ -105,12 +115,25 @@ def check_sweep_args(args: argparse.Namespace) -> None:
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
-    """--engine and --isolate, carried by every run's spec to whichever worker runs it."""
-    return RunOptions(getattr(args, "engine", None), bool(getattr(args, "isolate", False)))
+    """--engine, --isolate and its options, carried by every run's spec to whichever worker
+    runs it."""
+    isolate = bool(getattr(args, "isolate", False))
+    timeout, private = getattr(args, "policy_timeout", None), getattr(args, "private_seeds", False)
+    if (timeout is not None or private) and not isolate:
+        raise UsageError("--policy-timeout and --private-seeds apply to isolated runs: add "
+                         "--isolate")
+    if timeout is not None and not 0 < timeout < float("inf"):
+        raise UsageError(f"--policy-timeout {timeout}: expected seconds > 0 per decision")
+    try:
+        secret = SeedSecret.load() if private else None
+    except ValueError as exc:   # an empty or unreadable secret
+        raise UsageError(f"--private-seeds: {exc}") from None
+    return RunOptions(getattr(args, "engine", None), isolate, timeout, secret)
 
 
 def main_run(args: argparse.Namespace) -> int:
     check_sweep_args(args)
+    options = run_options(args)   # a bad isolation flag fails before OUT is created
     overrides = parse_overrides(args.overrides)
     exps = [variant(prepare(name, overrides, args.policies), overrides)   # --set: own folder
             for name in resolve(args.experiments)]
@@ -118,7 +141,7 @@ def main_run(args: argparse.Namespace) -> int:
     with out_lock(Path(args.out)) as out:   # a second sweep on the same --out waits for this one
         for exp in exps:
             done = run_experiment(exp, out, args.seeds, args.workers, args.backend,
-                                  args.scheduler_address, run_options(args))
+                                  args.scheduler_address, options)
             print(done.terminal())   # all columns: table.md, summary.csv
             print(f"{exp.name}: {len(done.sweep.runs)} runs ({done.sweep.n_ran} new) in "
                   f"{done.sweep.wall_s:.1f} s -> {done.directory}\n")

@@ -34,6 +34,7 @@ from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
 from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.policies import make_policy
+from evalstop_gym.private_seeds import SeedSecret, check_private_config, seal_output
 from evalstop_gym.simulate import simulate
 
 from . import durable
@@ -69,6 +70,8 @@ class RunOptions(NamedTuple):
 
     engine: str | None = None   # "auto", "native" or "python"; None: EVALSTOP_ENGINE or auto
     isolated: bool = False      # each policy in a process of its own (`simulate(isolated=True)`)
+    timeout: float | None = None   # seconds per isolated decision (None: the default, 30)
+    private_seeds: SeedSecret | None = None   # salts workload seeds: results differ, see digest
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -87,8 +90,10 @@ class RunSpec(NamedTuple):
     @property
     def digest(self) -> str:
         """Changes whenever anything the run's result depends on changes."""
+        secret = self.options.private_seeds   # a private seed draws another workload
         blob = json.dumps([to_dict(self.config), self.cell.base, self.cell.detector,
-                           self.seed, self.code], sort_keys=True, default=str)
+                           self.seed, self.code, *([secret.fingerprint] if secret else [])],
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -120,9 +125,12 @@ def _value(v: Any) -> Any:
 def run_one(spec: RunSpec) -> dict[str, Any]:
     """Simulate one run; returns the run-file payload (row, job records, digest)."""
     start = time.perf_counter()
-    engine, isolated = spec.options
+    engine, isolated, timeout, secret = spec.options
     if isolated:   # the policy decides in its own process, from serialised views
-        result = simulate(spec.config, spec.cell.policy, spec.seed, engine, isolated=True)
+        extra: dict[str, Any] = {k: v for k, v in (("timeout", timeout),
+                                                   ("private_seeds", secret)) if v}
+        result = simulate(spec.config, spec.cell.policy, spec.seed, engine, isolated=True,
+                          **extra)
     else:
         policy = make_policy(spec.cell.base, spec.cell.detector)
         result = simulate(spec.config, policy, spec.seed, engine)
@@ -130,8 +138,9 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     row = {"experiment": spec.experiment, "cell": c.key, "label": c.label, "policy": c.policy,
            "base": c.base, "detector": c.detector, "param": c.param, "value": _value(c.value),
            "seed": spec.seed, **{m: result.metrics.get(m, math.nan) for m in METRIC_COLUMNS}}
+    private = {"private_seed": result.private_seed} if result.private_seed else {}
     return {"digest": spec.digest, "row": row, "jobs": result.records,
-            "wall_s": time.perf_counter() - start}
+            "wall_s": time.perf_counter() - start, **private}
 
 
 def _json_default(obj: Any) -> Any:
@@ -290,6 +299,10 @@ def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, wo
     todo = specs(exp, seeds, options)
     run_dir = Path(out) / exp.name / "runs"
     with durable.out_lock(out):  # one sweep per OUT; removes temp files a killed one left
+        if options.private_seeds is not None:
+            for spec in todo:        # a refused config fails before any run
+                check_private_config(spec.config)
+            seal_output(Path(out))   # past runs' labels: out of the policy's reach
         loaded: dict[str, dict[str, Any]] = {}
         pending = missing(todo, run_dir, loaded)
         log.info("%s: %d runs, %d to do", exp.name, len(todo), len(pending))

@@ -8,57 +8,167 @@ views a policy is shown and returns only its decisions, encoded as JSON (plain s
 checked here), so nothing it sends back can run code or carry objects into the simulator. Every
 object the child can reach was built from views; the jobs, their curves and labels never exist
 there. Results are identical to the in-process run (the reference engine asks `schedule` with
-the same views the fast path reaches the same answer from).
+the same views the fast path reaches the same answer from). Every wait on the child has a
+deadline (`timeout` seconds per decision, default `DEFAULT_TIMEOUT_S`): a policy that does not
+answer in time has its process killed and the run fails with `PolicyTimeout`.
 
-What this does not do: it is not an operating-system sandbox. A policy that reads files (a
-sweep's run files hold past labels) or inspects other processes needs OS isolation as well (a
-container or another user, no access to --out). Nor does it hide the workload's recipe: the
-simulator is installed in the child too and deterministic, so a policy that guesses the
-platform config and the seed (the arrival times of the views pin it) can regenerate the jobs,
-labels included, with `generate_workload`. A leaderboard needs seeds its entrants cannot
-enumerate (drawn privately, not announced).
+Views alone do not hide a job's label from a policy that can recompute or look it up, so a
+`sandbox` child (what `simulate(..., private_seeds=True)` and `--private-seeds` use) also:
+starts in an empty temporary working directory; on POSIX, when the parent runs as root, drops
+to the unprivileged user `nobody` before the policy is unpickled, so it reads only
+world-readable files (the runner makes a private sweep's --out readable by its owner alone);
+and never receives the seed secret (`private_seeds.SeedSecret`: it stays in the parent, and
+its environment variables are removed from the child's environment). The workload seed is then
+`SeedSecret.workload_seed(seed)`, 128 bits the policy cannot enumerate, so the installed,
+deterministic simulator cannot regenerate the jobs (`generate_workload`) from a guessed seed.
+
+What this does NOT prevent: run as another user than root, the child cannot drop privileges and
+reads whatever that user can (a key file, earlier results, the parent's environment through
+/proc); every world-readable file stays readable, among them the package's data (the shipped
+corpus, unless the package is installed privately: the required `curves.corpus_noise: added`
+hides a run's values, but a few noisy evals still match it) and results folders other than
+--out; timing (how long the parent takes between calls), the machine's load and the network
+are not hidden; a policy may still spawn processes of its own. It is not an operating-system
+sandbox: for hostile code use a container or VM as well. Where Python itself is readable by
+root alone, a policy as `nobody` imports only what its process loaded before dropping
+privileges (numpy, evalstop_gym and its policies; a warning says so).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import math
 import multiprocessing
 import operator
-from collections.abc import Sequence
-from typing import Any
+import os
+import pickle
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
 
+from .private_seeds import SECRET_ENV, SECRET_FILE_ENV, readable_by_others, warn_once
 from .sim.cluster import time_sliced_test
 from .sim.protocols import Action, Allocation, Policy, StopDecision
 from .sim.view import ClusterView, SchedulerJobView
 
+log = logging.getLogger(__name__)
+
 ALLOCATION_FIELDS = ("start", "preempt", "stop", "kinds")
+DEFAULT_TIMEOUT_S = 30.0   # per decision: heuristics answer in microseconds, a model in ms
+STARTUP_S = 120.0   # added to the first answer's deadline: a fresh interpreter imports numpy
+UNPRIVILEGED_USER = "nobody"
+_ENV_LOCK = threading.Lock()
 
 
 class PolicyProcessError(RuntimeError):
     """The isolated policy raised, died, or answered something that is not a decision."""
 
 
+class PolicyTimeout(PolicyProcessError):
+    """The isolated policy did not answer within its deadline (its process was killed)."""
+
+
+def check_timeout(timeout: Any) -> float:
+    """`timeout` (seconds per decision) as a float > 0; None is the default."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT_S
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"timeout={timeout!r}: expected seconds > 0 an isolated policy may "
+                         f"take per decision (default {DEFAULT_TIMEOUT_S:g})")
+    return float(timeout)
+
+
+class Sandbox(NamedTuple):
+    """What the child does before it unpickles the policy: chdir, then drop to uid/gid."""
+
+    workdir: str
+    uid: int | None = None
+    gid: int | None = None
+
+
+def make_sandbox() -> Sandbox:
+    """An empty working directory and, when this process is root on POSIX, `nobody`'s ids."""
+    workdir = tempfile.mkdtemp(prefix="evalstop-policy-")
+    if os.name != "posix" or os.geteuid() != 0:
+        warn_once("private seeds: not running as root, so the isolated policy runs as this "
+                  "user and can read whatever it can (see evalstop_gym.isolation)")
+        return Sandbox(workdir)
+    import pwd
+
+    try:
+        user = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        shutil.rmtree(workdir)
+        raise PolicyProcessError(f"private seeds: this system has no user "
+                                 f"{UNPRIVILEGED_USER!r} to run the policy as; create one") \
+            from None
+    os.chown(workdir, user.pw_uid, user.pw_gid)
+    if not readable_by_others(Path(os.__file__)):
+        warn_once(f"private seeds: this Python ({os.path.dirname(os.__file__)}) is not "
+                  f"readable by {UNPRIVILEGED_USER}, so the policy can import only what its "
+                  f"process loaded before dropping privileges (numpy and evalstop_gym); "
+                  f"install Python where every user can read it")
+    return Sandbox(workdir, user.pw_uid, user.pw_gid)
+
+
 class IsolatedPolicy:
     """A `Policy` whose every call is answered by the wrapped policy in a child process.
 
     `policy` is a policy name ("EvalStop-2+SRTF-Est"), built in the child, or a picklable policy
-    object whose class the child can import. Use as a context manager (or call `close`).
+    object whose class the child can import. `timeout`: seconds the child may take per call (the
+    first call also gets `STARTUP_S`); `sandbox`: harden the child (module docstring). Use as a
+    context manager (or call `close`).
     """
 
-    def __init__(self, policy: str | Policy) -> None:
+    def __init__(self, policy: str | Policy, timeout: float | None = None,
+                 sandbox: bool = False) -> None:
+        self.timeout = check_timeout(timeout)
+        self._label = policy if isinstance(policy, str) else str(getattr(
+            policy, "name", type(policy).__name__))
+        payload = policy if isinstance(policy, str) else self._pickled(policy)
+        self._sandbox = make_sandbox() if sandbox else None
         context = multiprocessing.get_context("spawn")
         self._conn, child_end = context.Pipe()
-        self._process = context.Process(target=serve, args=(child_end, policy), daemon=True,
-                                        name="evalstop-isolated-policy")
-        self._process.start()
+        self._process = context.Process(target=serve, args=(child_end, payload, self._sandbox),
+                                        daemon=True, name="evalstop-isolated-policy")
+        self._busy_since: float | None = None   # when the call in flight began (watchdog)
+        self._limit = self.timeout + STARTUP_S
+        self._expired = threading.Event()
+        self._closed = threading.Event()
+        with _ENV_LOCK, _without_env(SECRET_ENV, SECRET_FILE_ENV):
+            self._process.start()
         child_end.close()
-        name, milestones, sliced = self._call("describe")
+        threading.Thread(target=self._watch, daemon=True, name="evalstop-policy-watchdog").start()
+        try:
+            name, milestones, sliced = self._call("describe", wait=self._limit)
+        except BaseException:
+            self.close()
+            raise
+        self._limit = self.timeout
         if not isinstance(name, str) or not all(isinstance(m, (int, float)) for m in milestones):
+            self.close()
             raise PolicyProcessError(f"isolated policy described itself as {name!r}, "
                                      f"{milestones!r}")
         self.name, self.milestones = name, tuple(float(m) for m in milestones)
         if sliced is True:   # the child's base scheduler time-slices (EvalSched): ask it too
             self.time_sliced = self._time_sliced
+
+    def _pickled(self, policy: Policy) -> bytes:
+        try:
+            return pickle.dumps(policy)
+        except Exception as exc:   # lambdas, locks, open files, local classes...
+            detail = str(exc).splitlines()[0] if str(exc) else ""
+            raise TypeError(f"policy {self._label!r} cannot be sent to its isolated process: it "
+                            f"must be picklable (no lambdas, locks or open files, its class "
+                            f"importable by name) or given by name "
+                            f"({type(exc).__name__}: {detail})") from None
 
     def _time_sliced(self, job: SchedulerJobView) -> bool:
         answer = self._call("time_sliced", job)
@@ -88,16 +198,15 @@ class IsolatedPolicy:
         self._call("reset")
 
     def close(self) -> None:
+        self._closed.set()
         if self._process.is_alive():
-            try:
+            with contextlib.suppress(OSError):
                 self._conn.send(("close", ()))
-            except OSError:
-                pass
             self._process.join(timeout=5)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
+            self._kill()
         self._conn.close()
+        if self._sandbox is not None:
+            shutil.rmtree(self._sandbox.workdir, ignore_errors=True)
 
     def __enter__(self) -> IsolatedPolicy:
         return self
@@ -105,15 +214,45 @@ class IsolatedPolicy:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def _kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+    def _watch(self) -> None:
+        """Kills the child when a call outlives its deadline where the caller cannot see it
+        (blocked sending a view the child does not read, or on half a reply)."""
+        period = min(1.0, max(0.01, self.timeout / 4))
+        while not self._closed.wait(period):
+            since = self._busy_since
+            if since is not None and time.monotonic() - since > self._limit:
+                self._expired.set()
+                self._process.kill()
+
+    def _call(self, method: str, *args: Any, wait: float | None = None) -> Any:
+        wait = self.timeout if wait is None else wait
+        self._busy_since = start = time.monotonic()
         try:
             self._conn.send((method, args))
-            ok, value = json.loads(self._conn.recv_bytes())
-        except (EOFError, OSError, ValueError) as exc:
-            raise PolicyProcessError(f"isolated policy process failed during {method} "
-                                     f"({type(exc).__name__}: {exc})") from None
+            if not self._conn.poll(max(0.0, start + wait - time.monotonic())):
+                self._expired.set()
+            else:
+                ok, value = json.loads(self._conn.recv_bytes())
+        except (EOFError, OSError, TypeError, ValueError) as exc:
+            if not self._expired.is_set():
+                raise PolicyProcessError(
+                    f"isolated policy {self._label!r} process failed during {method} "
+                    f"({type(exc).__name__}: {exc}; exit code {self._process.exitcode})") from None
+        finally:
+            self._busy_since = None
+        if self._expired.is_set():
+            self._kill()
+            raise PolicyTimeout(f"isolated policy {self._label!r} gave no answer to {method} "
+                                f"within its deadline of {wait:g} s (timeout= or "
+                                f"--policy-timeout, default {DEFAULT_TIMEOUT_S:g} s per "
+                                f"decision); its process was killed")
         if not ok:
-            raise PolicyProcessError(f"isolated policy raised in {method}: {value}")
+            raise PolicyProcessError(f"isolated policy {self._label!r} raised in {method}: {value}")
         return value
 
 
@@ -124,14 +263,27 @@ def _ids(name: str, raw: Any) -> tuple[int, ...]:
     return tuple(raw)
 
 
+@contextlib.contextmanager
+def _without_env(*names: str) -> Iterator[None]:
+    """The environment minus `names` while a child is started (it inherits os.environ)."""
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 # ------------------------------------------------------------------ the child's side
 
-def serve(conn: Any, policy: str | Policy) -> None:
-    """The child's loop: views in (from the trusted parent), JSON decisions out."""
-    if isinstance(policy, str):
-        from evalstop_gym.policies import parse_policy
-
-        policy = parse_policy(policy)
+def serve(conn: Any, payload: str | bytes, sandbox: Sandbox | None = None) -> None:
+    """The child's loop: views in (from the trusted parent), JSON decisions out. The sandbox
+    is entered before the policy is unpickled, so no policy code runs with the parent's rights."""
+    try:
+        if sandbox is not None:
+            enter(sandbox)
+        policy, error = build(payload), ""
+    except Exception as exc:   # every request is answered with the reason, the first ends it
+        policy, error = None, f"{type(exc).__name__}: {exc}"
     while True:
         try:
             method, args = conn.recv()
@@ -140,10 +292,35 @@ def serve(conn: Any, policy: str | Policy) -> None:
         if method == "close":
             return
         try:
+            if policy is None:
+                raise RuntimeError(f"the policy could not be set up in its process ({error}); "
+                                   f"it must be picklable and its class importable by name"
+                                   + (f" by user {UNPRIVILEGED_USER}" if sandbox and sandbox.uid
+                                      is not None else ""))
             reply = [True, _answer(policy, method, args)]
         except Exception as exc:  # reported to the parent, which raises PolicyProcessError
             reply = [False, f"{type(exc).__name__}: {exc}"]
         conn.send_bytes(json.dumps(reply).encode())
+
+
+def enter(sandbox: Sandbox) -> None:
+    """Work in the empty directory; drop to the unprivileged ids (groups first, uid last)."""
+    import evalstop_gym.policies  # noqa: F401  trusted, loaded while the child still can
+
+    os.chdir(sandbox.workdir)
+    os.environ.update(HOME=sandbox.workdir, TMPDIR=sandbox.workdir)
+    if sandbox.uid is not None and sandbox.gid is not None:
+        os.setgroups([])
+        os.setgid(sandbox.gid)
+        os.setuid(sandbox.uid)
+
+
+def build(payload: str | bytes) -> Policy:
+    if isinstance(payload, str):
+        from evalstop_gym.policies import parse_policy
+
+        return parse_policy(payload)
+    return pickle.loads(payload)
 
 
 def _answer(policy: Policy, method: str, args: tuple) -> Any:

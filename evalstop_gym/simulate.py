@@ -15,6 +15,7 @@ import numpy as np
 from .config import ConfigError, SimConfig, check_feasible
 from .experiment import platform_config
 from .metrics import aggregate, job_record
+from .private_seeds import SeedSecret, check_private_config
 from .sim import native
 from .sim.cluster import Cluster
 from .sim.jobs import Job
@@ -29,6 +30,7 @@ class RunResult:
     metrics: dict[str, float]
     records: list[dict[str, Any]]
     events: int
+    private_seed: str = ""   # fingerprint of the secret the workload seed was salted with
 
     def job_frame(self):
         """Per-job records (with the hidden truth) as a pandas DataFrame."""
@@ -86,7 +88,8 @@ def check_seed(seed: Any) -> int:
 
 
 def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: int,
-             engine: str | None = None, isolated: bool = False) -> RunResult:
+             engine: str | None = None, isolated: bool = False, *,
+             timeout: float | None = None, private_seeds: bool | SeedSecret = False) -> RunResult:
     """Run `policy` on the workload of `seed` to the end and score it.
 
     `config`: an experiment or platform name, a YAML path or a SimConfig (`resolve_config`);
@@ -95,23 +98,55 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
     else the reference `Cluster`; "native" insists on the compiled one, "python" on the
     reference. Both give identical results. None reads EVALSTOP_ENGINE (default "auto").
     `isolated`: the policy decides in a child process that sees only serialised views
-    (`evalstop_gym.isolation`), on the reference engine; the results are the same.
+    (`evalstop_gym.isolation`), on the reference engine; the results are the same. `timeout`:
+    seconds it may take per decision (default `isolation.DEFAULT_TIMEOUT_S`), after which its
+    process is killed and the run fails. `private_seeds` (isolated runs only; True or a
+    `private_seeds.SeedSecret`): for untrusted policies, the workload is drawn from the seed
+    salted with a secret the child never sees, in a hardened child; the result's `private_seed`
+    names the secret's fingerprint. Different workloads from the plain run's, reproducible with
+    the secret.
     """
     seed = check_seed(seed)
     config = resolve_config(config)
     if isolated:
-        from .isolation import IsolatedPolicy
+        from .isolation import IsolatedPolicy, check_timeout
 
+        timeout = check_timeout(timeout)
+        secret = private_secret(private_seeds, config)
         resolve_policy(policy)   # a bad name fails here, before a process starts
-        with IsolatedPolicy(policy) as remote:
-            return simulate(config, remote, seed, "native" if engine == "native" else "python")
+        with IsolatedPolicy(policy, timeout, sandbox=secret is not None) as remote:
+            result = run_policy(config, remote, seed, "native" if engine == "native" else
+                                "python", secret.workload_seed(seed) if secret else seed)
+        result.private_seed = secret.fingerprint if secret else ""
+        return result
+    if timeout is not None or private_seeds is not False:
+        raise ValueError(f"timeout={timeout!r}, private_seeds={private_seeds!r}: these apply to "
+                         f"isolated runs only (add isolated=True)")
+    return run_policy(config, policy, seed, engine, seed)
+
+
+def run_policy(config: SimConfig, policy: str | Policy, seed: int, engine: str | None,
+               workload_seed: int) -> RunResult:
+    """`policy` on the workload drawn from `workload_seed`, scored as the run of `seed`."""
     policy = resolve_policy(policy)
     policy.reset()
     spec = native.select(config, policy, engine)
     with collector_paused():
-        jobs = generate_workload(config, seed)
+        jobs = generate_workload(config, workload_seed)
         events = run_jobs(config, jobs, policy, spec)
         return score(config, events, jobs, policy.name, seed)
+
+
+def private_secret(private_seeds: Any, config: SimConfig) -> SeedSecret | None:
+    """The secret of a private-seed run (None for a plain one); refuses a config whose curves a
+    policy could look up in the shipped corpus."""
+    if private_seeds is False:
+        return None
+    if not (private_seeds is True or isinstance(private_seeds, SeedSecret)):
+        raise ValueError(f"private_seeds={private_seeds!r}: expected True, False or a "
+                         f"SeedSecret (evalstop_gym.isolation)")
+    check_private_config(config)
+    return SeedSecret.load() if private_seeds is True else private_seeds
 
 
 def run_jobs(config: SimConfig, jobs: list[Job], policy: Policy,
