@@ -17,6 +17,7 @@ from evalstop_gym.policies import (
     EvalStop,
     LossAware,
     LossPlateau,
+    Patience,
     SJFEst,
     SRTFEst,
     StopAt,
@@ -76,7 +77,8 @@ def test_priority_keys_agree_plain_and_compiled(code, arrival, estimate, progres
 
 
 @SETTINGS
-@given(rule=st.sampled_from([rules.RULE_DECLINES, rules.RULE_PROGRESS, rules.RULE_LOSS_PLATEAU]),
+@given(rule=st.sampled_from([rules.RULE_DECLINES, rules.RULE_PROGRESS, rules.RULE_LOSS_PLATEAU,
+                             rules.RULE_PATIENCE]),
        k=st.integers(1, 5), best=st.booleans(), p=UNIT, threshold=st.floats(0.0, 0.5),
        window=st.integers(2, 6), progress=UNIT, scores=SCORES, losses=LOSSES)
 def test_stop_rules_agree_plain_and_compiled(rule, k, best, p, threshold, window, progress,
@@ -126,7 +128,7 @@ def test_the_detectors_decide_as_the_compiled_rule(scores, losses, progress):
     job = view(scores, losses, progress)
     eval_progress = list(job.eval_progress)
     for detector in (EvalStop(2), EvalStop(1, variant="best"), StopAt(0.4), LossPlateau(),
-                     LossPlateau(0.001, 5)):
+                     LossPlateau(0.001, 5), Patience(2), Patience(3, 0.05)):
         spec = capabilities(detector + SRTFEst()).native
         value = rules.compiled(rules.stop_value)(
             spec.rule, spec.monitored[2], spec.best_variant, spec.p, spec.threshold, spec.window,

@@ -24,9 +24,9 @@ import numpy as np
 # LossAware, EvalSched (past peak first and time-sliced, then remaining)
 KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
 KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE = 3, 4, 5
-# Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha
+# Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha, Patience-k
 RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
-RULE_DECLINE_TEST = 4
+RULE_DECLINE_TEST, RULE_PATIENCE = 4, 5
 
 
 class NativeSpec(NamedTuple):
@@ -34,7 +34,7 @@ class NativeSpec(NamedTuple):
 
     `key` orders jobs (smaller first, ties on arrival then id) as `priority_key` does: one of the
     KEY_* codes above. `rule` is the stop rule (a RULE_* code); `monitored` holds, per job type
-    in `workload.JOB_TYPES` order, its k (RULE_DECLINES) or 1 (other rules) for a
+    in `workload.JOB_TYPES` order, its k (RULE_DECLINES, RULE_PATIENCE) or 1 (other rules) for a
     monitored type and 0 for one the rule never stops.
     """
 
@@ -45,7 +45,8 @@ class NativeSpec(NamedTuple):
     best_variant: bool = False     # RULE_DECLINES: a decline must also be below the best so far
     p: float = 0.0                 # RULE_PROGRESS: stop at this progress
     threshold: float = 0.0         # RULE_LOSS_PLATEAU: relative gain below this over `window`;
-                                   # RULE_DECLINE_TEST: the false-alarm budget alpha
+                                   # RULE_DECLINE_TEST: the false-alarm budget alpha;
+                                   # RULE_PATIENCE: min_delta
     window: int = 0
 
 
@@ -139,6 +140,20 @@ def loss_plateau(losses: Sequence[float], threshold: float, window: int) -> floa
     return gain if gain < threshold else np.nan
 
 
+def patience_step(best: float, wait: int, score: float, min_delta: float,
+                  first: bool) -> tuple[float, int]:
+    """Keras's (best, wait) after one more score: best moves on a gain > min_delta."""
+    return (score, 0) if first or score - min_delta > best else (best, wait + 1)
+
+
+def patience(scores: Sequence[float], k: int, min_delta: float) -> float:
+    """Patience-k: k evals without improving the best by more than `min_delta`."""
+    best, wait = 0.0, 0
+    for i in range(len(scores)):
+        best, wait = patience_step(best, wait, scores[i], min_delta, i == 0)
+    return float(wait) if wait >= k else np.nan
+
+
 def _t_tail_bound(t: float, nu: float, log_norm: float) -> float:
     """log of a Student-t tail bound, P(T_nu > t) <= f_nu(t) (nu + t^2) / ((nu - 1) t), nu > 1
     (tight within a few percent of the quantile for nu >= 5)."""
@@ -227,6 +242,8 @@ def stop_value(rule: int, k: int, best_variant: bool, p: float, threshold: float
         return loss_plateau(losses, threshold, window)
     if rule == RULE_DECLINE_TEST:
         return decline_test(scores, eval_progress, threshold)
+    if rule == RULE_PATIENCE:
+        return patience(scores, k, threshold)
     if rule == RULE_DECLINES:
         return declines(scores, k, best_variant)
     return np.nan
@@ -234,7 +251,7 @@ def stop_value(rule: int, k: int, best_variant: bool, p: float, threshold: float
 
 # Every function above that another one calls; numba must know them before it compiles a caller.
 HELPERS = (loss_improvement, past_peak, priority_key, decline_count, declines, progress_reached,
-           loss_plateau, _t_tail_bound, decline_critical,
+           loss_plateau, patience_step, patience, _t_tail_bound, decline_critical,
            decline_evidence, decline_test, stop_value)
 _COMPILED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
