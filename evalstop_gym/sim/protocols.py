@@ -169,6 +169,8 @@ def capabilities(policy: object) -> Capabilities:
     A compiled form belongs to the class that declares it (`native_key`, `native_rule` in the
     class's own body): a subclass may change the key, the pass or the rule, so it inherits none.
     """
+    detector: object | None
+    base: object | None
     if isinstance(policy, Composed):
         detector, base = policy.detector, policy.base
     elif isinstance(policy, Detector) and not isinstance(policy, BaseScheduler):

@@ -27,6 +27,7 @@ KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE = 3, 4, 5
 # Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha, Patience-k
 RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
 RULE_DECLINE_TEST, RULE_PATIENCE = 4, 5
+Floats = Sequence[float] | np.ndarray   # a view's tuple, or a slice of the engine's arrays
 
 
 class NativeSpec(NamedTuple):
@@ -53,7 +54,7 @@ class NativeSpec(NamedTuple):
 # ---------------------------------------------------------------------------- priority keys
 
 
-def loss_improvement(losses: Sequence[float]) -> float:
+def loss_improvement(losses: Floats) -> float:
     """Relative loss drop over the last check interval; +inf when not yet measurable."""
     n = len(losses)
     if n < 2 or losses[n - 2] <= 0:
@@ -61,7 +62,7 @@ def loss_improvement(losses: Sequence[float]) -> float:
     return (losses[n - 2] - losses[n - 1]) / losses[n - 2]
 
 
-def past_peak(scores: Sequence[float]) -> bool:
+def past_peak(scores: Floats) -> bool:
     """The latest eval fell below the best before it."""
     n = len(scores)
     if n < 2:
@@ -74,7 +75,7 @@ def past_peak(scores: Sequence[float]) -> bool:
 
 
 def priority_key(code: int, arrival: float, duration_estimate: float, progress: float,
-                 losses: Sequence[float], scores: Sequence[float]) -> tuple[int, float]:
+                 losses: Floats, scores: Floats) -> tuple[int, float]:
     """The key of a job under scheduler `code`, as (major, minor): jobs rank by (major, minor,
     arrival, id). Only EvalSched uses the major part (past its peak or not: first for the
     time-sliced form, last for the strict one)."""
@@ -97,7 +98,7 @@ def priority_key(code: int, arrival: float, duration_estimate: float, progress: 
 # Each returns NaN to continue, else the number its policy's reason quotes.
 
 
-def decline_count(scores: Sequence[float], below_best: bool = False, start: int = 0) -> int:
+def decline_count(scores: Floats, below_best: bool = False, start: int = 0) -> int:
     """Trailing consecutive declines in `scores[start:]` (variant: each also below the best
     before it)."""
     count = 0
@@ -117,7 +118,7 @@ def decline_count(scores: Sequence[float], below_best: bool = False, start: int 
     return count
 
 
-def declines(scores: Sequence[float], k: int, below_best: bool) -> float:
+def declines(scores: Floats, k: int, below_best: bool) -> float:
     """EvalStop-k: k consecutive declines. It stops the first time the count reaches k, so the
     last k + 1 scores decide, and an eval costs O(k) however long the run."""
     count = decline_count(scores, below_best, max(0, len(scores) - k - 1))
@@ -129,7 +130,7 @@ def progress_reached(progress: float, p: float) -> float:
     return progress if progress >= p - 1e-9 else np.nan
 
 
-def loss_plateau(losses: Sequence[float], threshold: float, window: int) -> float:
+def loss_plateau(losses: Floats, threshold: float, window: int) -> float:
     """LossPlateau: the relative loss gain over the last `window` checks, when below
     `threshold`."""
     n = len(losses)
@@ -146,7 +147,7 @@ def patience_step(best: float, wait: int, score: float, min_delta: float,
     return (score, 0) if first or score - min_delta > best else (best, wait + 1)
 
 
-def patience(scores: Sequence[float], k: int, min_delta: float) -> float:
+def patience(scores: Floats, k: int, min_delta: float) -> float:
     """Patience-k: k evals without improving the best by more than `min_delta`."""
     best, wait = 0.0, 0
     for i in range(len(scores)):
@@ -180,7 +181,7 @@ def decline_critical(eps: float, nu: float) -> float:
     return hi
 
 
-def decline_evidence(scores: np.ndarray, prog: np.ndarray, n: int,
+def decline_evidence(scores: Floats, prog: Floats, n: int,
                      alpha: float) -> tuple[float, float, float]:
     """policies.decline_test's test on the first n evals: (z, critical value, sigma_hat);
     z = -inf when it cannot be run (fewer than 4 evals, no measurable noise). Uses log and
@@ -225,15 +226,15 @@ def decline_evidence(scores: np.ndarray, prog: np.ndarray, n: int,
     return z, decline_critical(budget / comparisons, nu), sigma
 
 
-def decline_test(scores: np.ndarray, progress: np.ndarray, alpha: float) -> float:
+def decline_test(scores: Floats, progress: Floats, alpha: float) -> float:
     """DeclineTest-alpha: the evidence z, once it passes its critical value."""
     z, critical, _ = decline_evidence(scores, progress, len(scores), alpha)
     return z if z > critical else np.nan
 
 
 def stop_value(rule: int, k: int, best_variant: bool, p: float, threshold: float, window: int,
-               progress: float, scores: np.ndarray, eval_progress: np.ndarray,
-               losses: np.ndarray) -> float:
+               progress: float, scores: Floats, eval_progress: Floats,
+               losses: Floats) -> float:
     """The compiled engine's dispatch: rule `rule` of a monitored job (k: its type's k) on its
     history so far. NaN to continue, else the number the rule's reason quotes."""
     if rule == RULE_PROGRESS:
