@@ -8,6 +8,8 @@ from evalstop_gym.sim.protocols import CONTINUE, Action, StopDecision, capabilit
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.sim.workload import JOB_TYPES
 
+from .composed import ComposedPolicy
+
 MONITORED = ("rlhf", "dpo")
 
 
@@ -46,8 +48,6 @@ class DetectorBase:
 
     def __add__(self, base):
         """`EvalStop(k=2) + SRTFEst()`: this detector composed over a base scheduler."""
-        from .composed import ComposedPolicy
-
         return ComposedPolicy(self, base)
 
     def __repr__(self) -> str:

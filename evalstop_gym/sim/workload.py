@@ -8,7 +8,7 @@ seed untouched: every policy and every cell of a sweep sees the same jobs (commo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -48,20 +48,18 @@ class JobSpec(NamedTuple):
 
 
 def generate_workload(config: SimConfig, seed: int) -> list[Job]:
-    """The jobs of one run, in arrival order, with hidden curves, pre-drawn eval noise and
-    step-time jitter (pace.py, from a stream of its own).
+    """The jobs of a synthetic run with formula curves, in arrival order, with hidden curves,
+    pre-drawn eval noise and step-time jitter (pace.py, from a stream of its own).
 
-    `workload.source: philly` replays a window of the Philly trace instead (evalstop_gym.traces).
+    A Philly trace or corpus curves are read above the simulator: `evalstop_gym.workloads.
+    generate_workload` is the one place that chooses among all sources.
     """
+    if config.workload.source != "synthetic" or config.curves.source != "synthetic":
+        raise ValueError(f"workload.source={config.workload.source!r}, curves.source="
+                         f"{config.curves.source!r}: sim.workload makes synthetic jobs with "
+                         f"formula curves only; use evalstop_gym.workloads.generate_workload")
     streams = seed_streams(seed)
-    if config.workload.source != "synthetic":
-        from ..traces.philly import trace_workload
-
-        jobs = trace_workload(config, streams)
-    else:
-        jobs = _synthetic_jobs(config, streams)
-    assign_pace(config, jobs, streams.pace)
-    return jobs
+    return finish_jobs(config, streams, *synthetic_specs(config, streams), make_jobs)
 
 
 class Streams(NamedTuple):
@@ -80,15 +78,19 @@ def seed_streams(seed: int) -> Streams:
                      for s in np.random.SeedSequence(seed).spawn(len(Streams._fields))))
 
 
-def build_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
-               noise: np.ndarray, curves_rng: np.random.Generator) -> list[Job]:
-    """The jobs of `specs` with their curves: drawn from the formulas, or (`curves.source:
-    corpus`) taken from the real runs (imported only when used)."""
-    if config.curves.source == "corpus":
-        from ..traces.corpus import corpus_jobs
+# What a workload source gives: its job specs, the eval points and the eval noise drawn for them
+RunSpecs = tuple[list[JobSpec], np.ndarray, np.ndarray]
+MakeJobs = Callable[[SimConfig, Sequence[JobSpec], np.ndarray, np.ndarray, np.random.Generator],
+                    list[Job]]
 
-        return corpus_jobs(config, specs, points, noise, curves_rng)
-    return make_jobs(config, specs, points, noise, curves_rng)
+
+def finish_jobs(config: SimConfig, streams: Streams, specs: list[JobSpec], points: np.ndarray,
+                noise: np.ndarray, make: MakeJobs) -> list[Job]:
+    """The jobs of `specs` with curves from `make` (`make_jobs`: the formulas), then their
+    step-time jitter: the last two steps of every run, whatever its source."""
+    jobs = make(config, specs, points, noise, streams.curves)
+    assign_pace(config, jobs, streams.pace)
+    return jobs
 
 
 def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator) -> None:
@@ -109,7 +111,8 @@ def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator
                 job.set_pace(row, peak)
 
 
-def _synthetic_jobs(config: SimConfig, streams: Streams) -> list[Job]:
+def synthetic_specs(config: SimConfig, streams: Streams) -> RunSpecs:
+    """Poisson arrivals, tenants, types, labels and sizes from the run's streams."""
     wl = config.workload
     arrivals_rng, sizes_rng, curves_rng, noise_rng = streams[:4]
     n = wl.n_jobs
@@ -126,7 +129,7 @@ def _synthetic_jobs(config: SimConfig, streams: Streams) -> list[Job]:
         gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
         specs.append(JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
                              bool(job_type == "rlhf" and hacking[i])))
-    return build_jobs(config, specs, points, noise, curves_rng)
+    return specs, points, noise
 
 
 def draw_types(wl: WorkloadConfig, arrivals_rng: np.random.Generator,
