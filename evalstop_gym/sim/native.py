@@ -1,11 +1,11 @@
 """The compiled engine: packs jobs into arrays, runs `native_kernel.run`, writes the outcome back.
 
 `Cluster` stays the reference and the only engine for the env, heterogeneous clusters and any
-policy written in Python. A policy that can be described by numbers (a priority key the kernel
-knows, preemptive or not, and one of the paper's stop rules) says so through `native_spec()`;
-`simulate` then runs it here, with results identical to `Cluster.run` bit for bit and several
-times faster (PERFORMANCE.md). `engine="python"` (or EVALSTOP_ENGINE=python) forces the
-reference.
+policy written in Python. A policy that can be described by numbers (a priority key and a stop
+rule of `rules.py`, preemptive or not) has a compiled form (`protocols.capabilities(policy).
+native`, from the base's `native_key` and the detector's `native_rule()`); `simulate` then runs
+it here, with results identical to `Cluster.run` bit for bit and several times faster
+(PERFORMANCE.md). `engine="python"` (or EVALSTOP_ENGINE=python) forces the reference.
 """
 
 from __future__ import annotations

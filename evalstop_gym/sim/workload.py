@@ -14,15 +14,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import JobTypeConfig, SimConfig, WorkloadConfig
-from .curves import eval_noise, exp_loss, gao_hacking, observe, saturating
-from .jobs import Job
+from .curves import LOSS_PARAMS, eval_noise, exp_loss, gao_hacking, observe, saturating
+from .jobs import JOB_TYPES, Job, JobSpec
 from .pace import draw_eval_work, row_work_at
 
-JOB_TYPES = ("lora", "dpo", "rlhf")
 # the drawn parameters of each curve family, in draw order (their ranges are in config.py)
 HACKING_PARAMS = ("start", "gain", "peak_progress", "collapse")
 SATURATING_PARAMS = ("start", "gain", "time_constant")
-LOSS_PARAMS = ("initial", "floor_fraction", "plateau_progress", "residual")
 
 
 def eval_points(interval: float, final: bool) -> np.ndarray:
@@ -33,18 +31,6 @@ def eval_points(interval: float, final: bool) -> np.ndarray:
     if final:
         pts = np.append(pts, 1.0)
     return pts
-
-
-class JobSpec(NamedTuple):
-    """What a workload source decides about a job before its curves are drawn."""
-
-    job_id: int
-    tenant: int
-    job_type: str
-    arrival: float      # minutes
-    duration: float     # true training minutes
-    gpus: int
-    is_hacking: bool
 
 
 def generate_workload(config: SimConfig, seed: int) -> list[Job]:
