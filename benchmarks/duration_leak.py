@@ -20,7 +20,8 @@ from evalstop_gym.policies import SRTFEst
 from evalstop_gym.sim.cluster import CheckRequest, Cluster
 from evalstop_gym.sim.pace import knot_progress
 from evalstop_gym.sim.protocols import CONTINUE
-from evalstop_gym.sim.workload import JOB_TYPES, eval_points, generate_workload
+from evalstop_gym.sim.workload import JOB_TYPES, eval_points
+from evalstop_gym.workloads import generate_workload
 
 from .tables import to_markdown
 

@@ -20,7 +20,8 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from evalstop_gym.config import SimConfig  # noqa: E402
-from evalstop_gym.sim.workload import generate_workload, true_curves  # noqa: E402
+from evalstop_gym.sim.workload import true_curves  # noqa: E402
+from evalstop_gym.workloads import generate_workload  # noqa: E402
 
 from . import durable  # noqa: E402
 from .stats import mean_ci  # noqa: E402

@@ -32,8 +32,8 @@ from evalstop_gym.config import SimConfig, load_sim_config
 from evalstop_gym.experiment import load_experiment
 from evalstop_gym.policies import parse_policy
 from evalstop_gym.sim import native
-from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import collector_paused, run_jobs, simulate
+from evalstop_gym.workloads import generate_workload
 
 from . import durable
 

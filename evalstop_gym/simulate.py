@@ -20,7 +20,7 @@ from .sim import native
 from .sim.cluster import Cluster
 from .sim.jobs import Job
 from .sim.protocols import Policy
-from .sim.workload import generate_workload
+from .workloads import generate_workload
 
 
 @dataclass
@@ -70,7 +70,9 @@ def resolve_config(config: str | os.PathLike | SimConfig,
 def resolve_policy(policy: str | Policy) -> Policy:
     """A policy object as given, or one built from its name ("EvalStop-2+SRTF-Est")."""
     if isinstance(policy, str):
-        from evalstop_gym.policies import parse_policy  # the policies sit one floor down
+        # Local, though the policies sit below: `import evalstop_gym` loads this module and
+        # stays light (tests/test_package.py), and the policies load scipy.
+        from evalstop_gym.policies import parse_policy
 
         return parse_policy(policy)
     if not callable(getattr(policy, "reset", None)) or not hasattr(policy, "name"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from evalstop_gym.sim.native import NativeSpec
 from evalstop_gym.sim.protocols import CONTINUE, Allocation, Planner, StopDecision
+from evalstop_gym.sim.rules import priority_key
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .priority_index import PriorityIndex
@@ -14,6 +14,9 @@ from .priority_index import PriorityIndex
 
 class PriorityScheduler:
     """A base scheduler defined by a sort key (smaller runs first) and whether it preempts.
+
+    The paper's schedulers declare their key as a `sim.rules` code (`native_key`), which is also
+    their compiled form (see `sim.protocols.capabilities`); others override `key`.
 
     Non-preemptive: waiting jobs are started in key order into the free GPUs, skipping any that do
     not fit (backfilling). Preemptive: running and waiting jobs are ranked together and the
@@ -31,11 +34,15 @@ class PriorityScheduler:
     preemptive = False
     incremental = False
     milestones: tuple[float, ...] = ()
-    native_key: int | None = None   # `key` as a compiled-engine code (sim.native.KEY_*)
+    native_key: int | None = None   # `key` as a `sim.rules` KEY_* code
     _index: PriorityIndex | None = None
 
     def key(self, job: SchedulerJobView) -> Any:
-        raise NotImplementedError
+        """`rules.priority_key` of the declared code, (major, minor): the compiled engine's."""
+        if self.native_key is None:
+            raise NotImplementedError(f"{type(self).__name__}: set native_key or override key")
+        return priority_key(self.native_key, job.arrival_time, job.duration_estimate,
+                            job.progress, job.loss_history, job.eval_scores)
 
     def _rank(self, jobs: Sequence[SchedulerJobView]) -> list[SchedulerJobView]:
         return sorted(jobs, key=lambda j: (self.key(j), j.arrival_time, j.job_id))
@@ -83,14 +90,6 @@ class PriorityScheduler:
         for view, run_seq in changes:
             self._index.update(view, run_seq)
         return (yield from self._index.allocate(cluster))
-
-    def native_spec(self) -> NativeSpec | None:
-        """This scheduler for the compiled engine (see `sim.native`), when its key is one the
-        engine knows. Only the class that declares `native_key` qualifies: a subclass may have
-        changed the key or the pass."""
-        if self.native_key is None or "native_key" not in type(self).__dict__:
-            return None
-        return NativeSpec(key=self.native_key, preemptive=self.preemptive)
 
     # A base scheduler alone is a complete policy that never stops a job.
     def on_check(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:

@@ -1,7 +1,9 @@
 """A detector composed over a base scheduler: stop decisions first, then allocation.
 
 As in the paper's Algorithm 1, a job the detector stops is terminated (its GPUs released, its best
-checkpoint kept) before the base scheduler runs, so the base sees the updated cluster.
+checkpoint kept) before the base scheduler runs, so the base sees the updated cluster. What the
+composition offers beyond that (the base's incremental pass and time slicing, a compiled form
+when both parts have one) is read off its two parts by `sim.protocols.capabilities`.
 """
 
 from __future__ import annotations
@@ -31,23 +33,6 @@ class ComposedPolicy:
     def schedule(self, cluster: ClusterView, waiting: Sequence[SchedulerJobView],
                  running: Sequence[SchedulerJobView]) -> Allocation:
         return self.base.schedule(cluster, waiting, running)
-
-    @property
-    def plan(self):
-        """The base scheduler's incremental fast path, if it has one (allocation is the base's)."""
-        return getattr(self.base, "plan", None)
-
-    def native_spec(self):
-        """The base's spec with the detector's rule, when both have a native form."""
-        base = getattr(self.base, "native_spec", None)
-        spec = base() if callable(base) else None
-        rule = self.detector.native_rule() if hasattr(self.detector, "native_rule") else None
-        if spec is None or rule is None:
-            return None
-        return spec._replace(**rule)
-
-    def native_reason(self, job_type: str, value: float) -> str:
-        return self.detector.reason(job_type, value)
 
     def on_job_end(self, job: SchedulerJobView) -> None:
         self.detector.on_job_end(job)

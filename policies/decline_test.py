@@ -50,8 +50,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from evalstop_gym.sim.native import RULE_DECLINE_TEST
+from evalstop_gym.sim import rules
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.rules import RULE_DECLINE_TEST
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
@@ -73,18 +74,16 @@ def decline_evidence(scores: Sequence[float], progress: Sequence[float],
     """The test after the last of `scores` (evals at `progress`); None before MIN_EVALS or with
     no noise to measure (identical or perfectly linear evals).
 
-    The arithmetic is `sim.native_kernel.decline_evidence`, the very function the compiled
-    engine runs (compiled by numba on first use, imported lazily so that importing the policies
-    does not load numba), so both engines take the same decisions bit for bit.
+    The arithmetic is `sim.rules.decline_evidence`, compiled (by numba on first use, so that
+    importing the policies does not load numba) as the compiled engine runs it: its log and
+    lgamma then agree with the engine's to the last bit, and so do the decisions.
     """
 
     if len(scores) < MIN_EVALS:
         return None
-    from evalstop_gym.sim.native_kernel import decline_evidence as kernel_evidence
-
-    z, critical, sigma = kernel_evidence(np.asarray(scores, dtype=np.float64),
-                                         np.asarray(progress, dtype=np.float64), len(scores),
-                                         float(alpha))
+    evidence = rules.compiled(rules.decline_evidence)
+    z, critical, sigma = evidence(np.asarray(scores, dtype=np.float64),
+                                  np.asarray(progress, dtype=np.float64), len(scores), float(alpha))
     return None if sigma == 0.0 else Evidence(float(z), float(critical), float(sigma))
 
 
@@ -107,8 +106,6 @@ class DeclineTest(DetectorBase):
         self.name = f"DeclineTest-{alpha:g}"
 
     def native_rule(self) -> dict[str, Any] | None:
-        if type(self) is not DeclineTest:
-            return None
         return {"rule": RULE_DECLINE_TEST, "monitored": monitored(self.types),
                 "threshold": self.alpha}
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalstop_gym.sim.protocols import CONTINUE, Action, StopDecision
+from evalstop_gym.sim.protocols import CONTINUE, Action, StopDecision, capabilities
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.sim.workload import JOB_TYPES
+
+from .composed import ComposedPolicy
 
 MONITORED = ("rlhf", "dpo")
 
@@ -29,12 +31,12 @@ class DetectorBase:
         raise NotImplementedError
 
     def native_rule(self) -> dict[str, Any] | None:
-        """This rule as `sim.native.NativeSpec` fields, for the compiled engine; None: none.
+        """This rule as `sim.rules.NativeSpec` fields, for the compiled engine; None: none.
 
-        A rule qualifies only if it decides from the job's view alone and learns nothing from
-        ended jobs; subclasses that declare one return None for their own subclasses. Such a
-        rule also gives `reason(job_type, value)`: its stop reason, from the one number the
-        compiled rule reports (see `sim.native_kernel._decide`).
+        A rule qualifies only if it decides from the job's view alone, by a `sim.rules`
+        function, and learns nothing from ended jobs; only the class that declares it has it
+        (`sim.protocols.capabilities`). Such a rule also gives `reason(job_type, value)`: its
+        stop reason, from the one number the compiled rule reports (`rules.stop_value`).
         """
         return None
 
@@ -46,8 +48,6 @@ class DetectorBase:
 
     def __add__(self, base):
         """`EvalStop(k=2) + SRTFEst()`: this detector composed over a base scheduler."""
-        from .composed import ComposedPolicy
-
         return ComposedPolicy(self, base)
 
     def __repr__(self) -> str:
@@ -55,10 +55,9 @@ class DetectorBase:
 
 
 def learns_from_runs(detector: Any) -> bool:
-    """Whether `detector` learns from ended runs (`on_job_end`), as its `needs` declares; the one
-    test callers use to decide whether to feed it peers. None (NoStop) and a detector without
-    `needs` learn nothing."""
-    return detector is not None and "runs" in getattr(detector, "needs", ())
+    """Whether `detector` learns from ended runs (`on_job_end`), as its `needs` declares
+    (`sim.protocols.capabilities`); None (NoStop) learns nothing."""
+    return detector is not None and capabilities(detector).learns
 
 
 def monitored(types: tuple[str, ...], k: dict[str, int] | None = None) -> tuple[int, ...]:

@@ -11,15 +11,16 @@ job and are preempted for them, so they give their GPUs away and wait.
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE
+from evalstop_gym.sim import rules
+from evalstop_gym.sim.rules import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
 
 
 def past_peak(job: SchedulerJobView) -> bool:
-    scores = job.eval_scores
-    return len(scores) >= 2 and scores[-1] < max(scores[:-1])
+    """The job's latest eval fell below its best before (`rules.past_peak`)."""
+    return rules.past_peak(job.eval_scores)
 
 
 class EvalSched(PriorityScheduler):
@@ -27,15 +28,13 @@ class EvalSched(PriorityScheduler):
 
     Time-sliced, as the paper describes it: a demoted job ranks first among running jobs (it is
     never preempted, it keeps its GPUs) and `time_sliced` tells the platform to run it at its
-    slice share."""
+    slice share. Key: `rules.priority_key`, KEY_EVAL_SLICE: (-1 if past peak else 0, remaining
+    estimate)."""
 
     name = "EvalSched"
     native_key = KEY_EVAL_SLICE
     incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
-
-    def key(self, job: SchedulerJobView) -> tuple[int, float]:
-        return (-1 if past_peak(job) else 0, job.remaining_estimate)
 
     def time_sliced(self, job: SchedulerJobView) -> bool:
         """Whether the platform should give this running job only its slice share of time."""
@@ -43,12 +42,11 @@ class EvalSched(PriorityScheduler):
 
 
 class EvalSchedStrict(PriorityScheduler):
-    """EvalSched-Strict: demoted jobs run only when nothing healthier waits (preempted for it)."""
+    """EvalSched-Strict: demoted jobs run only when nothing healthier waits (preempted for it).
+
+    Key: `rules.priority_key`, KEY_EVAL_DEMOTE: (1 if past peak else 0, remaining estimate)."""
 
     name = "EvalSched-Strict"
     native_key = KEY_EVAL_DEMOTE
     incremental = True
     preemptive = True
-
-    def key(self, job: SchedulerJobView) -> tuple[bool, float]:
-        return (past_peak(job), job.remaining_estimate)

@@ -7,11 +7,13 @@ not monitored. The rule needs no per-job state: the count is read off the view's
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from evalstop_gym.sim.native import RULE_DECLINES
+from evalstop_gym.sim import rules
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView, decline_count
+from evalstop_gym.sim.rules import RULE_DECLINES, decline_count
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
 
@@ -39,20 +41,12 @@ class EvalStop(DetectorBase):
         self.name = f"EvalStop-{k_rlhf}" + ("-best" if variant == "best" else "")
 
     def native_rule(self) -> dict[str, Any] | None:
-        if type(self) is not EvalStop:
-            return None
         return {"rule": RULE_DECLINES, "monitored": monitored(self.types, self.k),
                 "best_variant": self.variant == "best"}
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        k = self.k[job.job_type]
-        # It stops the first time the count reaches k, so the last k + 1 scores decide: the
-        # count read off them is the same up to k, and an eval costs O(k) however long the run.
-        # (A score below the previous one is also below the best before it, so "best" reads the
-        # same tail.)
-        tail = tuple(job.eval_scores[-(k + 1):])
-        declines = decline_count(tail, below_best=self.variant == "best")
-        if declines >= k:
+        declines = rules.declines(job.eval_scores, self.k[job.job_type], self.variant == "best")
+        if not math.isnan(declines):
             return stop(self.reason(job.job_type, declines))
         return CONTINUE
 

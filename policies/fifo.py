@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native import KEY_ARRIVAL
-from evalstop_gym.sim.view import SchedulerJobView
+from evalstop_gym.sim.rules import KEY_ARRIVAL
 
 from .base import PriorityScheduler
 
@@ -18,5 +17,3 @@ class FIFO(PriorityScheduler):
     native_key = KEY_ARRIVAL
     incremental = True   # key frozen while waiting, never rising while running
 
-    def key(self, job: SchedulerJobView) -> float:
-        return job.arrival_time

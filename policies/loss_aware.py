@@ -1,12 +1,14 @@
 """SLAQ-style quality-aware scheduling: GPUs go to jobs whose training loss improves fastest.
 
 The improvement is the relative loss drop between a job's last two check points. Jobs with fewer
-than two checks have no measured rate yet and go first, as SLAQ favours fresh jobs.
+than two checks have no measured rate yet and go first, as SLAQ favours fresh jobs. The key is
+`sim.rules.priority_key` with code KEY_LOSS_IMPROVEMENT.
 """
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native import KEY_LOSS_IMPROVEMENT
+from evalstop_gym.sim import rules
+from evalstop_gym.sim.rules import KEY_LOSS_IMPROVEMENT
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
@@ -14,10 +16,7 @@ from .base import PriorityScheduler
 
 def loss_improvement(job: SchedulerJobView) -> float:
     """Relative loss drop over the last check interval; +inf when not yet measurable."""
-    hist = job.loss_history
-    if len(hist) < 2 or hist[-2] <= 0:
-        return float("inf")
-    return (hist[-2] - hist[-1]) / hist[-2]
+    return rules.loss_improvement(job.loss_history)
 
 
 class LossAware(PriorityScheduler):
@@ -31,6 +30,3 @@ class LossAware(PriorityScheduler):
     native_key = KEY_LOSS_IMPROVEMENT
     incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
-
-    def key(self, job: SchedulerJobView) -> float:
-        return -loss_improvement(job)

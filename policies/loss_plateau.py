@@ -6,10 +6,11 @@ below `threshold` (paper: 2% over 3 checkpoints; variant: 0.1% over 5).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from evalstop_gym.sim.native import RULE_LOSS_PLATEAU
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.rules import RULE_LOSS_PLATEAU, loss_plateau
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
@@ -37,18 +38,12 @@ class LossPlateau(DetectorBase):
         self.name = "LossPlateau" if default else f"LossPlateau-{threshold:g}-{window}"
 
     def native_rule(self) -> dict[str, Any] | None:
-        if type(self) is not LossPlateau:
-            return None
         return {"rule": RULE_LOSS_PLATEAU, "monitored": monitored(self.types),
                 "threshold": self.threshold, "window": self.window}
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        hist = job.loss_history
-        if len(hist) < self.window:
-            return CONTINUE
-        first, last = hist[-self.window], hist[-1]
-        gain = (first - last) / first if first > 0 else 0.0
-        if gain < self.threshold:
+        gain = loss_plateau(job.loss_history, self.threshold, self.window)
+        if not math.isnan(gain):
             return stop(self.reason(job.job_type, gain))
         return CONTINUE
 

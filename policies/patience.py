@@ -11,18 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.rules import RULE_PATIENCE, patience_step
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
-from .detector import DetectorBase, stop
+from .detector import DetectorBase, monitored, stop
 from .registry import register_detector
 
 
 def _wait_step(min_delta: float):
     def step(state: tuple[float | None, int], s: float) -> tuple[float | None, int]:
         best, wait = state
-        if best is None or s - min_delta > best:
-            return s, 0
-        return best, wait + 1
+        return patience_step(best, wait, s, min_delta, best is None)  # type: ignore[arg-type]
     return step
 
 
@@ -62,8 +61,15 @@ class Patience(DetectorBase):
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         wait = evals_without_improvement(job.eval_scores, self.min_delta)
         if wait >= self.patience:
-            return stop(f"{wait} evals without improving the best by > {self.min_delta:g}")
+            return stop(self.reason(job.job_type, wait))
         return CONTINUE
+
+    def native_rule(self) -> dict | None:
+        return {"rule": RULE_PATIENCE, "threshold": self.min_delta,
+                "monitored": monitored(self.types, dict.fromkeys(self.types, self.patience))}
+
+    def reason(self, job_type: str, wait: float) -> str:
+        return f"{int(wait)} evals without improving the best by > {self.min_delta:g}"
 
 
 def _factory(args: list[str]) -> Patience:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native import KEY_DURATION_ESTIMATE
-from evalstop_gym.sim.view import SchedulerJobView
+from evalstop_gym.sim.rules import KEY_DURATION_ESTIMATE
 
 from .base import PriorityScheduler
 
@@ -19,5 +18,3 @@ class SJFEst(PriorityScheduler):
     native_key = KEY_DURATION_ESTIMATE
     incremental = True   # key frozen while waiting, never rising while running
 
-    def key(self, job: SchedulerJobView) -> float:
-        return job.duration_estimate

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from evalstop_gym.sim.native import KEY_REMAINING_ESTIMATE
-from evalstop_gym.sim.view import SchedulerJobView
+from evalstop_gym.sim.rules import KEY_REMAINING_ESTIMATE
 
 from .base import PriorityScheduler
 
@@ -21,5 +20,3 @@ class SRTFEst(PriorityScheduler):
     incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 
-    def key(self, job: SchedulerJobView) -> float:
-        return job.remaining_estimate

@@ -6,10 +6,11 @@ jobs hack. It asks the cluster for a check at progress p (a milestone), so it ac
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from evalstop_gym.sim.native import RULE_PROGRESS
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.rules import RULE_PROGRESS, progress_reached
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
@@ -35,12 +36,10 @@ class StopAt(DetectorBase):
         self.name = f"StopAt-{p:g}"
 
     def native_rule(self) -> dict[str, Any] | None:
-        if type(self) is not StopAt:
-            return None
         return {"rule": RULE_PROGRESS, "monitored": monitored(self.types), "p": self.p}
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        if job.progress >= self.p - 1e-9:
+        if not math.isnan(progress_reached(job.progress, self.p)):
             return stop(self.reason(job.job_type, job.progress))
         return CONTINUE
 

@@ -52,7 +52,7 @@ def test_the_cache_goes_to_the_user_cache_folder(tmp_path):
     assert "CACHING True" in out
     written = cache_files(tmp_path / "xdg" / "evalstop-gym" / "numba")
     assert written, "the compiled functions should be cached under the user's cache folder"
-    assert all(p.parent.name.startswith(("native_kernel-", "pace-")) for p in written)
+    assert all(p.parent.name.startswith(("native_kernel-", "pace-", "rules-")) for p in written)
     assert package_cache_files() == before, "nothing may be written inside the package"
     again = compiled_run({"XDG_CACHE_HOME": str(tmp_path / "xdg")})   # read back from the cache
     assert again.splitlines()[-1] == out.splitlines()[-1]

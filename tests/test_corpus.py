@@ -9,9 +9,9 @@ import pytest
 
 from evalstop_gym.config import CONFIG_DIR, ConfigError, load_sim_config
 from evalstop_gym.policies import parse_policy
-from evalstop_gym.sim.workload import generate_workload
 from evalstop_gym.simulate import simulate
 from evalstop_gym.traces.corpus import at_progress, corpus_file, label_run, load_family
+from evalstop_gym.workloads import generate_workload
 
 PROVENANCE = corpus_file("supervised").parent / "provenance.json"
 

@@ -51,7 +51,8 @@ POLICIES = ("SRTF-Est", "FIFO", "SJF-Est", "EvalStop-2+SRTF-Est", "EvalStop-3+SR
             "LossPlateau+FIFO", "LossPlateau+SRTF-Est", "LossPlateau-0.001-5+FIFO", "LossAware",
             "EvalSched", "EvalStop-2+EvalSched", "StopAt-0.5+LossAware",
             "EvalSched-Strict", "EvalStop-2+EvalSched-Strict",
-            "LossPlateau+EvalSched", "DeclineTest-0.05+SRTF-Est")
+            "LossPlateau+EvalSched", "DeclineTest-0.05+SRTF-Est", "Patience-2+FIFO",
+            "Patience-3-0.01+SRTF-Est")
 SEEDS = (3, 11)
 JOB_FIELDS = ("state", "progress", "work", "check_work", "next_check", "epoch", "has_run",
               "first_start", "end_time", "gpu_minutes", "gpu_minutes_after_peak", "n_preemptions",
@@ -134,7 +135,7 @@ def test_the_grid_preempts_restarts_and_stops_by_every_rule() -> None:
                         stopped_by.add(detector.split("-")[0])
     assert preempted_with_restart, "no run preempted a job that then paid a restart"
     assert preempted_without, "no run preempted a job on a cluster without restart overhead"
-    assert stopped_by == {"EvalStop", "StopAt", "LossPlateau", "DeclineTest"}
+    assert stopped_by == {"EvalStop", "StopAt", "LossPlateau", "DeclineTest", "Patience"}
 
 
 def test_compiled_engine_is_deterministic() -> None:
@@ -174,7 +175,7 @@ def test_auto_selects_the_compiled_engine_for_a_native_policy() -> None:
 
 
 UNSUPPORTED = {
-    "Patience+FIFO": (lambda: parse_policy("Patience-2+FIFO"), "no native form"),
+    "BOCPD+FIFO": (lambda: parse_policy("BOCPD-0.5+FIFO"), "no native form"),
     "CUSUM+SRTF-Est": (lambda: parse_policy("CUSUM-0-3+SRTF-Est"), "no native form"),
     "SRTF-Est subclass": (LongestRemainingFirst, "no native form"),
     "EvalStop over a subclass": (lambda: EvalStop(2) + LongestRemainingFirst(),

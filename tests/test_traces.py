@@ -9,7 +9,8 @@ import pytest
 
 from evalstop_gym.config import ConfigError, JobTypeConfig, SimConfig, load_sim_config
 from evalstop_gym.sim.curves import eval_noise, gao_hacking, saturating
-from evalstop_gym.sim.workload import JOB_TYPES, eval_points, generate_workload
+from evalstop_gym.sim.workload import JOB_TYPES, eval_points
+from evalstop_gym.workloads import generate_workload
 
 SAMPLE = Path(__file__).parent / "data" / "philly_sample.csv"
 

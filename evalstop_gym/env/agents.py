@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..policies import make_detector
+from ..policies.detector import learns_from_runs
 from ..sim.protocols import Detector
 from .observation import ROW_FIELDS, Obs, TableObservation, decode_stop
 
@@ -36,9 +38,6 @@ class HeuristicAgent:
     """A detector (or None for NoStop) acting in control="stop"."""
 
     def __init__(self, detector: Detector | None) -> None:
-        # the policies package sits above the env
-        from evalstop_gym.policies.detector import learns_from_runs
-
         self.detector = detector
         self.name = detector.name if detector is not None else "NoStop"
         self.milestones: tuple[float, ...] = tuple(detector.milestones) if detector else ()
@@ -49,8 +48,6 @@ class HeuristicAgent:
     @classmethod
     def from_name(cls, name: str) -> HeuristicAgent:
         """'EvalStop-2', 'StopAt-0.65', 'NoStop', ... (any registered detector name)."""
-        from evalstop_gym.policies import make_detector
-
         return cls(make_detector(name))
 
     def reset(self) -> None:

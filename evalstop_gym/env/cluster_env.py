@@ -15,6 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ..config import SimConfig
+from ..policies import make_base
 from ..sim.cluster import CheckRequest, Cluster, ScheduleRequest
 from ..sim.jobs import Job
 from ..sim.protocols import CONTINUE, Action, Allocation, StopDecision
@@ -116,8 +117,6 @@ class EvalStopClusterEnv(gym.Env):
                  milestones: Iterable[float] = (), max_jobs: int = 64,
                  overrides: Mapping[str, Any] | None = None, render_mode: str | None = None,
                  **dotted_overrides: Any) -> None:
-        from evalstop_gym.policies import make_base  # the policies package sits above the env
-
         if control not in CONTROLS:
             raise ValueError(f"control={control!r}: choose one of {', '.join(CONTROLS)}")
         if render_mode is not None and render_mode not in RENDER_MODES:

@@ -21,7 +21,7 @@ from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
 from .pace import work_at
-from .protocols import Allocation, Planner, Policy, StopDecision
+from .protocols import Allocation, Planner, Policy, StopDecision, capabilities
 from .view import ClusterView, SchedulerJobView, current_work, make_view
 
 ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
@@ -466,13 +466,8 @@ def check_work_rows(jobs: list[Job], progress: np.ndarray) -> np.ndarray:
 
 def time_sliced_test(policy: Any) -> Callable[[SchedulerJobView], bool] | None:
     """The `time_sliced` test of the policy or of the base scheduler it composes over."""
-    for part in (policy, getattr(policy, "base", None)):
-        test = getattr(part, "time_sliced", None)
-        if callable(test):
-            return test
-    return None
+    return capabilities(policy).time_sliced
 
 
 def _planner(policy: Any) -> Planner | None:
-    plan = getattr(policy, "plan", None)
-    return plan if callable(plan) else None
+    return capabilities(policy).plan

@@ -10,6 +10,9 @@ import numpy as np
 
 from ..config import NoiseConfig
 
+# the four parameters of a training-loss curve (`exp_loss`), in draw order
+LOSS_PARAMS = ("initial", "floor_fraction", "plateau_progress", "residual")
+
 SCORE_RANGE = (0.0, 1.0)  # eval scores are bounded like an accuracy or a win rate
 
 

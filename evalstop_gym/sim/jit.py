@@ -11,6 +11,7 @@ returns the plain Python functions (slow, debuggable with pdb).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]   # evalstop_gym/: the files cached here
+SIM_DIR = Path(__file__).resolve().parent
 
 
 def package_version() -> str:
@@ -50,8 +52,18 @@ def writable(folder: Path) -> bool:
     return True
 
 
+@functools.cache
 def source_digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    """The file's content hash; for the engine's own files, over all of them, as a compiled
+    function inlines what it calls from its neighbours (`rules.py`, `pace.py`): a change to any
+    must miss the cache."""
+    sources = [Path(path)]
+    if Path(path).resolve().parent == SIM_DIR:
+        sources = sorted(SIM_DIR.glob("*.py"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 try:
@@ -108,3 +120,13 @@ def njit(*args: Any, **kwargs: Any) -> Any:
         return lambda fn: fn
     kwargs["cache"] = kwargs.get("cache", True) and CACHING
     return numba.njit(*args, **kwargs)
+
+
+def jitable(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Lets compiled code call the plain function `fn` (numba's `register_jitable`); returns `fn`
+    itself, so plain Python calls stay plain."""
+    if numba is None:
+        return fn
+    from numba.extending import register_jitable
+
+    return register_jitable(fn)

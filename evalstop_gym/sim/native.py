@@ -1,11 +1,11 @@
 """The compiled engine: packs jobs into arrays, runs `native_kernel.run`, writes the outcome back.
 
 `Cluster` stays the reference and the only engine for the env, heterogeneous clusters and any
-policy written in Python. A policy that can be described by numbers (a priority key the kernel
-knows, preemptive or not, and one of the paper's stop rules) says so through `native_spec()`;
-`simulate` then runs it here, with results identical to `Cluster.run` bit for bit and several
-times faster (PERFORMANCE.md). `engine="python"` (or EVALSTOP_ENGINE=python) forces the
-reference.
+policy written in Python. A policy that can be described by numbers (a priority key and a stop
+rule of `rules.py`, preemptive or not) has a compiled form (`protocols.capabilities(policy).
+native`, from the base's `native_key` and the detector's `native_rule()`); `simulate` then runs
+it here, with results identical to `Cluster.run` bit for bit and several times faster
+(PERFORMANCE.md). `engine="python"` (or EVALSTOP_ENGINE=python) forces the reference.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import importlib.util
 import math
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -23,42 +23,30 @@ from .cluster import COMPLETION, _merge_checks, check_work_rows
 from .curves import exp_loss
 from .jobs import Job, JobState, Observation
 from .kernel import SimulationError
+from .protocols import Policy, capabilities
+from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of the engine)
+    KEY_ARRIVAL,
+    KEY_DURATION_ESTIMATE,
+    KEY_EVAL_DEMOTE,
+    KEY_EVAL_SLICE,
+    KEY_LOSS_IMPROVEMENT,
+    KEY_REMAINING_ESTIMATE,
+    RULE_DECLINE_TEST,
+    RULE_DECLINES,
+    RULE_LOSS_PLATEAU,
+    RULE_NONE,
+    RULE_PROGRESS,
+    NativeSpec,
+)
 from .workload import JOB_TYPES
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
 ENGINES = ("auto", "native", "python")
-# Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched-Strict (past peak last, then remaining),
-# LossAware, EvalSched (past peak first and time-sliced, then remaining)
-KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
-KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE = 3, 4, 5
-# Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha
-RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
-RULE_DECLINE_TEST = 4
 STATES = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED,
           JobState.STOPPED)
 
 
-class NativeSpec(NamedTuple):
-    """A policy as the compiled engine runs it.
-
-    `key` orders jobs (smaller first, ties on arrival then id) as `PriorityScheduler.key` does:
-    one of the KEY_* codes above. `rule` is the stop rule (a RULE_* code);
-    `monitored` holds, per job type in `workload.JOB_TYPES` order, its k (RULE_DECLINES) or 1 (other
-    rules) for a monitored type and 0 for one the rule never stops.
-    """
-
-    key: int
-    preemptive: bool
-    rule: int = RULE_NONE
-    monitored: tuple[int, int, int] = (0, 0, 0)
-    best_variant: bool = False     # RULE_DECLINES: a decline must also be below the best so far
-    p: float = 0.0                 # RULE_PROGRESS: stop at this progress
-    threshold: float = 0.0         # RULE_LOSS_PLATEAU: relative gain below this over `window`;
-                                   # RULE_DECLINE_TEST: the false-alarm budget alpha
-    window: int = 0
-
-
-def select(config: SimConfig, policy: Any, engine: str | None = None) -> NativeSpec | None:
+def select(config: SimConfig, policy: Policy, engine: str | None = None) -> NativeSpec | None:
     """The spec to run `policy` natively, or None for the reference engine.
 
     `engine`: "auto" (native when possible), "native" (an error when not possible) or "python";
@@ -70,12 +58,11 @@ def select(config: SimConfig, policy: Any, engine: str | None = None) -> NativeS
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
     if engine == "python":
         return None
-    describe = getattr(policy, "native_spec", None)
-    spec = describe() if callable(describe) else None
+    spec = capabilities(policy).native
     if config.cluster.kinds:
         why = "heterogeneous clusters (cluster.kinds) run on the reference engine only"
     elif spec is None:
-        why = f"policy {getattr(policy, 'name', policy)!r} has no native form (native_spec)"
+        why = f"policy {policy.name!r} has no native form (protocols.CompiledKey, CompiledRule)"
     elif not AVAILABLE:
         why = "numba is not installed"
     else:
@@ -85,9 +72,9 @@ def select(config: SimConfig, policy: Any, engine: str | None = None) -> NativeS
     return None
 
 
-def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> int:
+def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Policy) -> int:
     """Run `jobs` to their end under `spec`, leaving each job as `Cluster.run` would; returns the
-    number of events processed. Stop reasons come from `policy.native_reason(job_type, value)`,
+    number of events processed. Stop reasons come from the detector's `reason(job_type, value)`,
     with the value the compiled rule reports."""
     from . import native_kernel as kernel
 
@@ -100,7 +87,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
         if job.gpus > total:
             raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; the cluster has "
                                   f"{total} of one kind")
-    packed = _pack(jobs, tuple(getattr(policy, "milestones", ())))
+    packed = _pack(jobs, tuple(policy.milestones))
     n = len(jobs)
     out = {"state": np.zeros(n, np.int64), "work": np.zeros(n), "next_check": np.zeros(n,
            np.int64), "epoch": np.zeros(n, np.int64), "has_run": np.zeros(n, np.bool_),
@@ -112,7 +99,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
         total, float(config.cluster.preemption_overhead_min), spec.key, spec.preemptive,
         spec.rule, np.asarray(spec.monitored, np.int64), spec.best_variant, float(spec.p),
         float(spec.threshold), int(spec.window), float(config.cluster.time_slice_share),
-        **packed, **out)
+        **{k: v for k, v in packed.items() if k != "chk_score"}, **out)
     if status == kernel.ERR_LEFT_WAITING:
         raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "
                               "started them")
@@ -120,7 +107,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Any) -> in
         raise SimulationError("GPU accounting broke: a pass started more than the free GPUs")
     if status != kernel.OK:
         raise SimulationError(f"native engine failed with status {status}")
-    _unpack(jobs, packed, out, getattr(policy, "native_reason", _no_stops))
+    _unpack(jobs, packed, out, capabilities(policy).reason or _no_stops)
     return int(events)
 
 
@@ -140,12 +127,16 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         layouts[key][1].append(i)
         job.checks = list(layouts[key][0])   # its own list, as Cluster gives each job
     n = len(jobs)
-    lengths = np.array([len(j.checks) for j in jobs], np.int64)
-    chk_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=chk_ptr[1:])
+    chk_ptr, ev_ptr = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
+    for checks, members in layouts.values():
+        chk_ptr[np.asarray(members) + 1] = len(checks)
+        ev_ptr[np.asarray(members) + 1] = sum(i >= 0 for _, i in checks)
+    np.cumsum(chk_ptr, out=chk_ptr)
+    np.cumsum(ev_ptr, out=ev_ptr)
     size = int(chk_ptr[-1])
     chk_prog, chk_idx, chk_work = np.empty(size), np.empty(size, np.int64), np.empty(size)
     chk_score, chk_loss = np.full(size, np.nan), np.empty(size)
+    ev_score, ev_prog = np.empty(int(ev_ptr[-1])), np.empty(int(ev_ptr[-1]))
     for checks, members in layouts.values():
         rows = np.asarray(members)
         where = (chk_ptr[rows][:, None] + np.arange(len(checks))).ravel()
@@ -158,6 +149,10 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         scores = np.full((len(rows), len(checks)), np.nan)
         scores[:, evals] = observed[:, idx[evals]]
         chk_score[where] = scores.ravel()
+        # each job's evals end to end, in check order: the history the rules read
+        ev_where = (ev_ptr[rows][:, None] + np.arange(int(evals.sum()))).ravel()
+        ev_score[ev_where] = scores[:, evals].ravel()
+        ev_prog[ev_where] = np.tile(prog[evals], len(rows))
         params = np.array([jobs[i].loss_params for i in members], dtype=np.float64)
         losses = exp_loss(prog[None, :], *(params[:, k:k + 1] for k in range(4)))
         chk_loss[where] = losses.ravel()
@@ -177,7 +172,8 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         "jtype": np.array([type_code[j.job_type] for j in jobs], np.int64),
         "paced": np.array([j.eval_work is not None for j in jobs], np.bool_),
         "chk_ptr": chk_ptr, "chk_prog": chk_prog, "chk_work": chk_work, "chk_idx": chk_idx,
-        "chk_score": chk_score, "chk_loss": chk_loss,
+        "chk_score": chk_score, "chk_loss": chk_loss, "ev_ptr": ev_ptr, "ev_score": ev_score,
+        "ev_prog": ev_prog,
     }
 
 

@@ -1,10 +1,15 @@
 """The compiled event loop: `Cluster.run` over arrays, for priority schedulers and stop rules.
 
-Every line mirrors one in `cluster.py` (named in the comments), in the same order and with the same
-floating-point operations, so a run gives the very numbers the reference gives: event order
-(time, priority, sequence), phase accounting, when a scheduling pass happens, and the plain pass of
-`PriorityScheduler.schedule` (rank by (key, arrival, id), fill greedily). `native.py` packs the jobs
-and unpacks the results; `tests/test_native.py` compares the two engines run for run.
+What is this module's own, and what it mirrors: the event loop mirrors `Cluster` (`cluster.py`:
+`_next`, `_handle`, `_check`, `_charge`, `_start_phase`, `_apply`, `_end`, `_slice`) and the
+scheduling pass mirrors `PriorityScheduler.schedule` (policies/base.py: rank by (key, arrival,
+id), fill greedily) and, for preemptive schedulers, `PriorityIndex.allocate`
+(policies/priority_index.py: the same allocation, refreshing only the running jobs it must).
+Each line names what it mirrors, in the same order and with the same floating-point operations,
+so a run gives the very numbers the reference gives. Nothing of a policy is written here: the
+priority keys and stop rules are `rules.py`'s functions, compiled (`_rank_of` and `_decide` only
+slice a job's history out of the arrays). `native.py` packs the jobs and unpacks the results;
+`tests/test_native.py` compares the two engines run for run.
 
 Written for numba (`jit.py` says where its cache lives); without it the same functions run as
 plain Python (slowly), which keeps them debuggable with pdb. The scheduling pass stays inline in
@@ -16,25 +21,14 @@ same reason.
 from __future__ import annotations
 
 import heapq
-import math
 
 import numpy as np
 
+from . import rules
 from .cluster import ARRIVAL, COMPLETION, EPS, PHASE_END
 from .jit import njit  # numba's, caching in the user's cache folder (never the package)
-from .native import (  # the spec's vocabulary: priority keys and stop rules
-    KEY_ARRIVAL,
-    KEY_DURATION_ESTIMATE,
-    KEY_EVAL_DEMOTE,
-    KEY_EVAL_SLICE,
-    KEY_LOSS_IMPROVEMENT,
-    KEY_REMAINING_ESTIMATE,
-    RULE_DECLINE_TEST,
-    RULE_LOSS_PLATEAU,
-    RULE_NONE,
-    RULE_PROGRESS,
-)
 from .pace import progress_between
+from .rules import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE, RULE_NONE  # the spec's vocabulary
 
 # Job states and phases in native.STATES and jobs.Phase order
 PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
@@ -67,35 +61,32 @@ def _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work):
     return _progress_between(w, prev_p, prev_w, chk_prog[c], chk_work[c])
 
 
+# the policies' arithmetic, compiled: the very functions the policies call
+_priority_key = rules.compiled(rules.priority_key)
+_stop_value = rules.compiled(rules.stop_value)
+decline_evidence = rules.compiled(rules.decline_evidence)   # DeclineTest's, from plain Python
+decline_critical = rules.compiled(rules.decline_critical)
+
+
+@njit(cache=True, inline="always")
+def _passed(j, chk_ptr, chk_idx, next_check):
+    """(end of the checks passed, evals passed) of job j: its loss history is
+    chk_loss[chk_ptr[j]:end], its eval history ev_*[ev_ptr[j]:ev_ptr[j] + evals] (eval checks
+    carry their eval's index, in order; milestones and completion a negative code)."""
+    first, last = chk_ptr[j], chk_ptr[j] + next_check[j]
+    c = last - 1
+    while c >= first and chk_idx[c] < 0:
+        c -= 1
+    return last, (chk_idx[c] + 1 if c >= first else 0)
+
+
 @njit(cache=True)
-def _rank_of(key_kind, j, progress, arrival, dur_est, chk_ptr, chk_idx, chk_score, chk_loss,
-             next_check):
-    """The scheduler's key of job j at `progress`, as (major, minor): a job ranks by (major,
-    minor, arrival, id). Only EvalSched uses the major part (past its peak or not: last for
-    the strict form, first for the time-sliced one)."""
-    if key_kind == KEY_ARRIVAL:                              # FIFO.key
-        return 0, arrival[j]
-    if key_kind == KEY_DURATION_ESTIMATE:                    # SJFEst.key
-        return 0, dur_est[j]
-    first, last = chk_ptr[j], chk_ptr[j] + next_check[j]   # the checks passed so far
-    if key_kind == KEY_LOSS_IMPROVEMENT:                     # LossAware.key
-        if last - first < 2 or chk_loss[last - 2] <= 0:
-            return 0, -np.inf
-        return 0, -((chk_loss[last - 2] - chk_loss[last - 1]) / chk_loss[last - 2])
-    remaining = dur_est[j] * (1.0 - progress)               # SRTFEst.key
-    if key_kind == KEY_REMAINING_ESTIMATE:
-        return 0, remaining
-    latest, best, n_evals = 0.0, -np.inf, 0                  # eval_sched.past_peak
-    for c in range(first, last):
-        if chk_idx[c] >= 0:
-            if n_evals > 0 and latest > best:
-                best = latest
-            latest = chk_score[c]
-            n_evals += 1
-    demoted = n_evals >= 2 and latest < best
-    if key_kind == KEY_EVAL_SLICE:                           # EvalSched.key
-        return (-1 if demoted else 0), remaining
-    return (1 if demoted else 0), remaining                  # EvalSchedStrict.key
+def _rank_of(key_kind, j, progress, arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check,
+             ev_ptr, ev_score):
+    """The scheduler's key of job j at `progress`: `rules.priority_key` on its history."""
+    last, n_evals = _passed(j, chk_ptr, chk_idx, next_check)
+    return _priority_key(key_kind, arrival[j], dur_est[j], progress, chk_loss[chk_ptr[j]:last],
+                         ev_score[ev_ptr[j]:ev_ptr[j] + n_evals])
 
 
 @njit(cache=True)
@@ -246,141 +237,25 @@ def _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_m
 
 
 @njit(cache=True)
-def _t_tail_bound(t, nu, log_norm):
-    """log of a Student-t tail bound, P(T_nu > t) <= f_nu(t) (nu + t^2) / ((nu - 1) t), nu > 1
-    (tight within a few percent of the quantile for nu >= 5)."""
-    return (log_norm - 0.5 * (nu + 1.0) * math.log1p(t * t / nu) + math.log(nu + t * t)
-            - math.log((nu - 1.0) * t))
-
-
-@njit(cache=True)
-def decline_critical(eps, nu):
-    """The smallest t (to bisection precision) with the tail bound at t <= eps: DeclineTest's
-    critical value for one comparison at level eps with a noise estimate of nu df."""
-    log_norm = math.lgamma(0.5 * (nu + 1.0)) - math.lgamma(0.5 * nu) - 0.5 * math.log(
-        nu * math.pi)
-    log_eps = math.log(eps)
-    lo = 1.0
-    hi = math.sqrt(nu * (eps ** (-2.0 / nu) - 1.0))   # the cruder bound (1 + t^2/nu)^(-nu/2)
-    if hi <= lo:
-        return hi
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if _t_tail_bound(mid, nu, log_norm) > log_eps:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-@njit(cache=True)
-def decline_evidence(scores, prog, n, alpha):
-    """policies.decline_test's test on the first n evals: (z, critical value, sigma_hat);
-    z = -inf when it cannot be run (fewer than 4 evals, no measurable noise)."""
-    if n < 4:
-        return -np.inf, np.inf, 0.0
-    k = n - 2
-    acc = 0.0
-    for i in range(k):
-        d = (scores[i + 2] - scores[i + 1]) - (scores[i + 1] - scores[i])
-        acc += d * d
-    sigma = math.sqrt(acc / (6.0 * k))
-    if not sigma > 0.0:
-        return -np.inf, np.inf, 0.0
-    # Satterthwaite df of sigma^2: second differences of i.i.d. noise correlate -4/6 at lag 1,
-    # 1/6 at lag 2
-    nu = k * k / (k + 2.0 * (k - 1) * (16.0 / 36.0) + 2.0 * max(k - 2, 0) * (1.0 / 36.0))
-    cum = np.zeros(n + 1)
-    for i in range(n):
-        cum[i + 1] = cum[i] + scores[i]
-    z = -np.inf
-    comparisons = 0
-    w = 2
-    while 2 * w <= n:
-        latest = (cum[n] - cum[n - w]) / w
-        if w == 2:   # the better of the last two: one bad eval alone never decides
-            latest = max(scores[n - 2], scores[n - 1])
-        best = -np.inf
-        for end in range(n - w, w - 1, -w):     # earlier blocks tile back from the latest
-            best = max(best, (cum[end] - cum[end - w]) / w)
-        z = max(z, (best - latest) / (sigma * math.sqrt(2.0 / w)))
-        comparisons += (n - w) // w
-        w *= 2
-    usable = 0.0 < prog[n - 1] <= 1.0
-    for i in range(n - 1):
-        usable = usable and prog[i] < prog[i + 1]
-    if usable:   # spend alpha over progress; the first look spends all the progress so far
-        budget = alpha * (prog[n - 1] if n == 4 else prog[n - 1] - prog[n - 2])
-    else:        # look m since the first spends alpha / (m (m + 1))
-        m = n - 3.0
-        budget = alpha / (m * (m + 1.0))
-    return z, decline_critical(budget / comparisons, nu), sigma
-
-
-@njit(cache=True)
 def _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype, progress,
-            chk_ptr, chk_idx, chk_score, chk_loss, next_check, chk_prog):
-    """The stop rule on the job's history so far (EvalStop-k, StopAt-p, LossPlateau,
-    DeclineTest); `progress` is job j's reported progress.
-
-    Returns NaN to continue, else the number the rule's reason quotes (the decline count, the
-    progress, the loss gain)."""
-    if rule == RULE_NONE or k_by_type[jtype[j]] == 0:   # DetectorBase.decide: not monitored
+            chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score, ev_prog):
+    """The stop rule on job j's history so far (`rules.stop_value`); `progress` is its reported
+    progress. Returns NaN to continue, else the number the rule's reason quotes."""
+    k = k_by_type[jtype[j]]
+    if rule == RULE_NONE or k == 0:   # DetectorBase.decide: not monitored
         return np.nan
-    first_chk, last_chk = chk_ptr[j], chk_ptr[j] + next_check[j]
-    if rule == RULE_PROGRESS:                # StopAt._decide
-        return progress if progress >= p_stop - 1e-9 else np.nan
-    if rule == RULE_LOSS_PLATEAU:            # LossPlateau._decide
-        if last_chk - first_chk < window:
-            return np.nan
-        first, last = chk_loss[last_chk - window], chk_loss[last_chk - 1]
-        gain = (first - last) / first if first > 0 else 0.0
-        return gain if gain < threshold else np.nan
-    if rule == RULE_DECLINE_TEST:            # DeclineTest._decide; threshold holds alpha
-        n_evals = 0
-        for c in range(first_chk, last_chk):
-            if chk_idx[c] >= 0:
-                n_evals += 1
-        scores, prog = np.empty(n_evals), np.empty(n_evals)
-        n_evals = 0
-        for c in range(first_chk, last_chk):
-            if chk_idx[c] >= 0:
-                scores[n_evals], prog[n_evals] = chk_score[c], chk_prog[c]
-                n_evals += 1
-        z, critical, _ = decline_evidence(scores, prog, n_evals, threshold)
-        return z if z > critical else np.nan
-    # RULE_DECLINES: view.decline_count over the evals observed so far
-    count = 0
-    c = last_chk - 1
-    while c >= first_chk and chk_idx[c] < 0:
-        c -= 1
-    while c >= first_chk:
-        prev = c - 1
-        while prev >= first_chk and chk_idx[prev] < 0:
-            prev -= 1
-        if prev < first_chk:
-            break
-        declined = chk_score[c] < chk_score[prev]
-        if best_variant and declined:
-            best = chk_score[prev]
-            q = prev - 1
-            while q >= first_chk:
-                if chk_idx[q] >= 0 and chk_score[q] > best:
-                    best = chk_score[q]
-                q -= 1
-            declined = chk_score[c] < best
-        if not declined:
-            break
-        count += 1
-        c = prev
-    return float(count) if count >= k_by_type[jtype[j]] else np.nan
+    last, n_evals = _passed(j, chk_ptr, chk_idx, next_check)
+    first = ev_ptr[j]
+    return _stop_value(rule, k, best_variant, p_stop, threshold, window, progress,
+                       ev_score[first:first + n_evals], ev_prog[first:first + n_evals],
+                       chk_loss[chk_ptr[j]:last])
 
 
 @njit(cache=True)
 def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
         threshold, window, slice_share,
         arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced,
-        chk_ptr, chk_prog, chk_work, chk_idx, chk_score, chk_loss,
+        chk_ptr, chk_prog, chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog,
         state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
         n_pre, phase_start, chk_time, stop_value):
     """Run every job to its end; fills the state arrays in place. Returns (status, events)."""
@@ -486,7 +361,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                                 j, _current_work(phase[j], work[j], now, phase_start[j],
                                                  speed[j], duration[j]),
                                 paced, chk_ptr, next_check, chk_prog, chk_work),
-                            arrival, dur_est, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
+                            arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr,
+                            ev_score)
                         if _ranks_before(first, j, major, key, arrival):
                             r = n_pending          # pending stays ascending
                             while r > 0 and _ranks_before(j, pending[r - 1], major, key,
@@ -556,7 +432,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 n_run = _leave_running(j, run_list, run_pos, run_seq, n_run)
                 major[j], key[j] = _rank_of(key_kind, j, _reported(
                     j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
-                    dur_est, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
+                    dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
                 _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
                 n_wait += 1
                 free += gpus[j]
@@ -607,7 +483,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
         if kind == ARRIVAL:
             major[j], key[j] = _rank_of(key_kind, j, _reported(
                 j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival, dur_est,
-                chk_ptr, chk_idx, chk_score, chk_loss, next_check)
+                chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
             _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
             n_wait += 1
             needs_pass = True
@@ -637,8 +513,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                 needs_pass = True
             value = _decide(j, rule, k_by_type, best_variant, p_stop, threshold, window, jtype,
                             _reported(j, work[j], paced, chk_ptr, next_check, chk_prog,
-                                      chk_work), chk_ptr, chk_idx, chk_score, chk_loss, next_check,
-                            chk_prog)
+                                      chk_work), chk_ptr, chk_idx, chk_loss, next_check, ev_ptr,
+                            ev_score, ev_prog)
             if not np.isnan(value):
                 stop_value[j] = value
                 finished = STOPPED
@@ -651,7 +527,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
                     # cluster's change log makes PriorityIndex re-view the job
                     major[j], key[j] = _rank_of(key_kind, j, _reported(
                         j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
-                        dur_est, chk_ptr, chk_idx, chk_score, chk_loss, next_check)
+                        dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
                     _store_running_key(rheap, j, major, key, arrival, run_version)
                     if key_kind == KEY_EVAL_SLICE:   # Cluster._slice: demoted, time-sliced
                         speed[j] = 1.0 * slice_share if major[j] < 0 else 1.0

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .jobs import Job, Phase
+from .rules import decline_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,26 +59,14 @@ class SchedulerJobView:
 
     @property
     def remaining_estimate(self) -> float:
-        """Estimated minutes of training left: the type's mean duration times (1 - progress)."""
+        """Estimated minutes of training left: the type's mean duration times (1 - progress)
+        (SRTF-Est's key in `rules.priority_key`)."""
         return self.duration_estimate * (1.0 - self.progress)
 
     @property
     def consecutive_declines(self) -> int:
         """How many of the latest evals were each below the one before."""
         return decline_count(self.eval_scores)
-
-
-def decline_count(scores: tuple[float, ...], below_best: bool = False) -> int:
-    """Trailing consecutive declines in `scores` (variant: each also below the best before it)."""
-    count = 0
-    for i in range(len(scores) - 1, 0, -1):
-        declined = scores[i] < scores[i - 1]
-        if below_best:
-            declined = declined and scores[i] < max(scores[:i])
-        if not declined:
-            break
-        count += 1
-    return count
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,21 +8,19 @@ seed untouched: every policy and every cell of a sweep sees the same jobs (commo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from ..config import JobTypeConfig, SimConfig, WorkloadConfig
-from .curves import eval_noise, exp_loss, gao_hacking, observe, saturating
-from .jobs import Job
+from .curves import LOSS_PARAMS, eval_noise, exp_loss, gao_hacking, observe, saturating
+from .jobs import JOB_TYPES, Job, JobSpec
 from .pace import draw_eval_work, row_work_at
 
-JOB_TYPES = ("lora", "dpo", "rlhf")
 # the drawn parameters of each curve family, in draw order (their ranges are in config.py)
 HACKING_PARAMS = ("start", "gain", "peak_progress", "collapse")
 SATURATING_PARAMS = ("start", "gain", "time_constant")
-LOSS_PARAMS = ("initial", "floor_fraction", "plateau_progress", "residual")
 
 
 def eval_points(interval: float, final: bool) -> np.ndarray:
@@ -35,33 +33,19 @@ def eval_points(interval: float, final: bool) -> np.ndarray:
     return pts
 
 
-class JobSpec(NamedTuple):
-    """What a workload source decides about a job before its curves are drawn."""
-
-    job_id: int
-    tenant: int
-    job_type: str
-    arrival: float      # minutes
-    duration: float     # true training minutes
-    gpus: int
-    is_hacking: bool
-
-
 def generate_workload(config: SimConfig, seed: int) -> list[Job]:
-    """The jobs of one run, in arrival order, with hidden curves, pre-drawn eval noise and
-    step-time jitter (pace.py, from a stream of its own).
+    """The jobs of a synthetic run with formula curves, in arrival order, with hidden curves,
+    pre-drawn eval noise and step-time jitter (pace.py, from a stream of its own).
 
-    `workload.source: philly` replays a window of the Philly trace instead (evalstop_gym.traces).
+    A Philly trace or corpus curves are read above the simulator: `evalstop_gym.workloads.
+    generate_workload` is the one place that chooses among all sources.
     """
+    if config.workload.source != "synthetic" or config.curves.source != "synthetic":
+        raise ValueError(f"workload.source={config.workload.source!r}, curves.source="
+                         f"{config.curves.source!r}: sim.workload makes synthetic jobs with "
+                         f"formula curves only; use evalstop_gym.workloads.generate_workload")
     streams = seed_streams(seed)
-    if config.workload.source != "synthetic":
-        from ..traces.philly import trace_workload
-
-        jobs = trace_workload(config, streams)
-    else:
-        jobs = _synthetic_jobs(config, streams)
-    assign_pace(config, jobs, streams.pace)
-    return jobs
+    return finish_jobs(config, streams, *synthetic_specs(config, streams), make_jobs)
 
 
 class Streams(NamedTuple):
@@ -80,15 +64,19 @@ def seed_streams(seed: int) -> Streams:
                      for s in np.random.SeedSequence(seed).spawn(len(Streams._fields))))
 
 
-def build_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
-               noise: np.ndarray, curves_rng: np.random.Generator) -> list[Job]:
-    """The jobs of `specs` with their curves: drawn from the formulas, or (`curves.source:
-    corpus`) taken from the real runs (imported only when used)."""
-    if config.curves.source == "corpus":
-        from ..traces.corpus import corpus_jobs
+# What a workload source gives: its job specs, the eval points and the eval noise drawn for them
+RunSpecs = tuple[list[JobSpec], np.ndarray, np.ndarray]
+MakeJobs = Callable[[SimConfig, Sequence[JobSpec], np.ndarray, np.ndarray, np.random.Generator],
+                    list[Job]]
 
-        return corpus_jobs(config, specs, points, noise, curves_rng)
-    return make_jobs(config, specs, points, noise, curves_rng)
+
+def finish_jobs(config: SimConfig, streams: Streams, specs: list[JobSpec], points: np.ndarray,
+                noise: np.ndarray, make: MakeJobs) -> list[Job]:
+    """The jobs of `specs` with curves from `make` (`make_jobs`: the formulas), then their
+    step-time jitter: the last two steps of every run, whatever its source."""
+    jobs = make(config, specs, points, noise, streams.curves)
+    assign_pace(config, jobs, streams.pace)
+    return jobs
 
 
 def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator) -> None:
@@ -109,7 +97,8 @@ def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator
                 job.set_pace(row, peak)
 
 
-def _synthetic_jobs(config: SimConfig, streams: Streams) -> list[Job]:
+def synthetic_specs(config: SimConfig, streams: Streams) -> RunSpecs:
+    """Poisson arrivals, tenants, types, labels and sizes from the run's streams."""
     wl = config.workload
     arrivals_rng, sizes_rng, curves_rng, noise_rng = streams[:4]
     n = wl.n_jobs
@@ -126,7 +115,7 @@ def _synthetic_jobs(config: SimConfig, streams: Streams) -> list[Job]:
         gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
         specs.append(JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
                              bool(job_type == "rlhf" and hacking[i])))
-    return build_jobs(config, specs, points, noise, curves_rng)
+    return specs, points, noise
 
 
 def draw_types(wl: WorkloadConfig, arrivals_rng: np.random.Generator,

@@ -28,9 +28,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import SimConfig
-from ..sim.curves import observe
-from ..sim.jobs import Job
-from ..sim.workload import LOSS_PARAMS, JobSpec
+from ..sim.curves import LOSS_PARAMS, observe
+from ..sim.jobs import Job, JobSpec
 
 FAMILIES = ("supervised", "reward")
 SMOOTH = 5            # evals in the centred moving average of the test curve

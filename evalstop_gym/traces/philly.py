@@ -8,7 +8,8 @@ tenant or training curve. So (documented in `TraceConfig`):
 - the type comes from the job's trace GPU-hours and GPU count (short -> LoRA, medium -> DPO,
   long or >= rlhf_min_gpus GPUs -> RLHF);
 - tenants, hacking labels, curves and eval noise are drawn from the run's seed exactly as for a
-  synthetic workload (`workload.build_jobs`), so a seed changes the curves, never the trace.
+  synthetic workload (by `evalstop_gym.workloads`, which makes the jobs), so a seed changes the
+  curves, never the trace.
 The trace is read with the csv module (the simulator core stays pandas-free) and cached per file.
 """
 
@@ -26,9 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import ConfigError, SimConfig, TraceConfig
-from ..sim.curves import eval_noise
-from ..sim.jobs import Job
-from ..sim.workload import JOB_TYPES, JobSpec, Streams, build_jobs, draw_hacking, eval_points
+from ..sim.jobs import JobSpec
 
 PACKAGED = "philly.csv.gz"  # the public Philly subset shipped as package data (data/README.md)
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
@@ -158,18 +157,3 @@ def trace_specs(config: SimConfig, window: TraceRows, tenants: np.ndarray,
                              float(window.submit[i] / 60.0 * cfg.time_scale), float(duration),
                              gpus, bool(job_type == "rlhf" and hacking[i])))
     return specs
-
-
-def trace_workload(config: SimConfig, streams: Streams) -> list[Job]:
-    """The jobs of one run replayed from the trace window, in arrival order; labels and curves
-    as for a synthetic workload (`counts`, `curves.source`), from the run's `streams`."""
-    window = select_window(load_trace(config.trace.path), config.trace)
-    n = len(window.submit)
-    tenants = streams.arrivals.integers(0, config.workload.n_tenants, n)
-    types = np.array([JOB_TYPES.index(job_type_of(float(d), int(g), config.trace))
-                      for d, g in zip(window.duration, window.gpus, strict=True)], np.int64)
-    hacking = draw_hacking(config.workload, types, streams.curves)
-    points = eval_points(config.evals.interval, config.evals.final)
-    noise = eval_noise(streams.noise, (n, len(points)), config.noise)
-    specs = trace_specs(config, window, tenants, hacking)
-    return build_jobs(config, specs, points, noise, streams.curves)

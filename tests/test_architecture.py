@@ -1,0 +1,65 @@
+"""The layering in pyproject.toml's [tool.importlinter] holds, and would catch a breach.
+
+The repository maps policies/, benchmarks/ and configs/ into `evalstop_gym` at install time, which
+a plain `lint-imports` in the source tree cannot see. So each test lays the package out as it is
+installed (a copy in a temporary folder) and runs import-linter on that copy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("importlinter", reason="import-linter is not installed (pip install "
+                                           "import-linter)")
+
+REPO = Path(__file__).parent.parent
+MAPPED = ("policies", "benchmarks", "configs")   # installed as evalstop_gym.<name>
+LINT = ("import sys; from importlinter.cli import lint_imports_command; "
+        "sys.exit(lint_imports_command())")
+
+
+def installed_layout(into: Path) -> Path:
+    """The package as installed: evalstop_gym/ with the mapped folders inside it."""
+    skip = shutil.ignore_patterns("__pycache__", "data", "*.egg-info")
+    shutil.copytree(REPO / "evalstop_gym", into / "evalstop_gym", ignore=skip)
+    for name in MAPPED:
+        shutil.copytree(REPO / name, into / "evalstop_gym" / name, ignore=skip)
+    shutil.copy(REPO / "pyproject.toml", into / "pyproject.toml")
+    return into
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run([sys.executable, "-c", LINT, "--no-cache"], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_the_import_contracts_are_kept(tmp_path: Path) -> None:
+    done = lint_imports(installed_layout(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout and "BROKEN" not in done.stdout
+
+
+def test_the_simulator_importing_a_policy_breaks_the_layers(tmp_path: Path) -> None:
+    """An upward import (sim -> policies), as a breach would be written, fails the check."""
+    tree = installed_layout(tmp_path)
+    breach = tree / "evalstop_gym" / "sim" / "breach.py"
+    breach.write_text("from evalstop_gym.policies import FIFO  # noqa: F401\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "evalstop_gym.sim is not allowed to import evalstop_gym.policies" in done.stdout
+    assert "evalstop_gym.sim.breach -> evalstop_gym.policies" in done.stdout
+
+
+def test_the_simulator_importing_pandas_breaks_the_forbidden_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    (tree / "evalstop_gym" / "sim" / "breach.py").write_text("import pandas  # noqa: F401\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "evalstop_gym.sim.breach -> pandas" in done.stdout
