@@ -53,8 +53,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .private_seeds import SECRET_ENV, SECRET_FILE_ENV, readable_by_others, warn_once
-from .sim.cluster import time_sliced_test
-from .sim.protocols import Action, Allocation, Policy, StopDecision
+from .sim.protocols import Action, Allocation, Policy, StopDecision, capabilities
 from .sim.view import ClusterView, SchedulerJobView
 
 log = logging.getLogger(__name__)
@@ -326,9 +325,9 @@ def build(payload: str | bytes) -> Policy:
 def _answer(policy: Policy, method: str, args: tuple) -> Any:
     if method == "describe":
         return [policy.name, [float(m) for m in policy.milestones],
-                time_sliced_test(policy) is not None]
+                capabilities(policy).time_sliced is not None]
     if method == "time_sliced":
-        return bool(time_sliced_test(policy)(*args))  # type: ignore[misc]
+        return bool(capabilities(policy).time_sliced(*args))  # type: ignore[misc]
     if method == "on_check":
         decision = policy.on_check(*args)
         return [Action(decision.action).value, str(decision.reason)]

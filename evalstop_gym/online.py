@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .sim.protocols import Detector
+from .sim.protocols import Detector, capabilities
 from .sim.view import ClusterView, SchedulerJobView
 from .sim.workload import JOB_TYPES
 
@@ -228,7 +228,7 @@ def never_acts_without_progress(detector: Detector) -> bool:
     that reads progress alone (StopAt) or judges a run against its peers at the same progress
     (MedianPruner's warm-up and alignment). DeclineTest reads progress too but falls back to a
     schedule of its own without it."""
-    needs = getattr(detector, "needs", ())
+    needs = capabilities(detector).needs
     return "progress" in needs and ("evals" not in needs
                                     or getattr(detector, "needs_peers", False))
 
@@ -255,7 +255,7 @@ class RunMonitor:
                         "so it will never stop this run (use MonitorGroup)", self.detector.name)
         self.mode, self.max_steps, self.job_type, self.run_id = mode, max_steps, job_type, run_id
         self._sign = 1.0 if mode == "max" else -1.0
-        if job_type not in getattr(self.detector, "types", JOB_TYPES):
+        if job_type not in capabilities(self.detector).types:
             log.warning("%s does not monitor %s runs: it will never stop this one",
                         self.detector.name, job_type)
         self._warned: set[str] = set()      # kinds of skipped evals already warned about
@@ -378,9 +378,10 @@ class RunMonitor:
     def cannot_act(self) -> str:
         """Why the detector cannot act on this run as logged ('' if it can)."""
         det = self.detector
-        if self.job_type not in getattr(det, "types", JOB_TYPES):
+        can = capabilities(det)
+        if self.job_type not in can.types:
             return f"{det.name} does not monitor {self.job_type} runs"
-        needs = getattr(det, "needs", ("evals",))
+        needs = can.needs
         if "loss" in needs and not len(self._losses):
             return f"{det.name} needs the training loss; none was given"
         if "progress" in needs and self.max_steps is None:

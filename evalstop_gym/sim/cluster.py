@@ -165,7 +165,7 @@ class Cluster:
         """Take what the platform does for `policy`'s base scheduler: its time slicing test
         (`time_sliced`, EvalSched's). `run` and `planner_for` call it; a driver answering
         passes with `policy.schedule` itself calls it once before the first decision."""
-        self.time_sliced = time_sliced_test(policy)
+        self.time_sliced = capabilities(policy).time_sliced
 
     def run(self, policy: Policy) -> None:
         """Drive the whole run with `policy` answering every request.
@@ -462,11 +462,6 @@ def check_work_rows(jobs: list[Job], progress: np.ndarray) -> np.ndarray:
         work[paced] = work_at(jobs[0].eval_points,
                               np.stack([jobs[k].eval_work for k in paced]), progress)
     return work
-
-
-def time_sliced_test(policy: Any) -> Callable[[SchedulerJobView], bool] | None:
-    """The `time_sliced` test of the policy or of the base scheduler it composes over."""
-    return capabilities(policy).time_sliced
 
 
 def _planner(policy: Any) -> Planner | None:
