@@ -31,3 +31,18 @@ def check_real(name: str, value: Any, least: float | None = None,
         raise ValueError(f"{name}={short_repr(value)}: expected a finite number{bound}"
                          + (", or None" if allow_none else ""))
     return float(value)
+
+
+def patience_detector(detector: Any, patience: int | None, min_delta: float,
+                      default_patience: int) -> Any:
+    """The detector an early-stopping callback's `patience` / `min_delta` (metric units) select:
+    the Patience rule the anchor runs, else `detector` as given. Both at once is refused."""
+    from ..online import DEFAULT_DETECTOR
+    from ..policies.patience import Patience
+
+    if patience is None and not min_delta:
+        return detector
+    if not (isinstance(detector, str) and detector == DEFAULT_DETECTOR):
+        raise ValueError(f"detector={short_repr(detector)}: patience/min_delta select the "
+                         f"Patience detector; pass either them or detector, not both")
+    return Patience(default_patience if patience is None else patience, min_delta)
