@@ -1,15 +1,17 @@
 """Hugging Face transformers: `EvalStopCallback`, a `TrainerCallback` over `RunMonitor`.
 
     trainer = Trainer(..., args=TrainingArguments(..., eval_strategy="steps",
-                      metric_for_best_model="accuracy"), callbacks=[EvalStopCallback("EvalStop-2")])
+                      save_strategy="steps", load_best_model_at_end=True,
+                      metric_for_best_model="accuracy"), callbacks=[EvalStopCallback()])
 
 The metric is `metric=`, else `args.metric_for_best_model` (with Trainer's "eval_" prefix); the
 direction is `mode=`, else `args.greater_is_better`, else the metric's name (loss, wer, ...:
 lower is better); progress is `state.global_step / state.max_steps`. It decides in `on_evaluate`
 and sets `control.should_training_stop`; `best_step` / `best_metric` name the checkpoint to
-keep. It works with `load_best_model_at_end` (which then loads that checkpoint, if saved) but
-does not require it. On resume it rebuilds the monitor from `state.log_history`, so patience and
-every other detector state carry on rather than restart. A second eval at the same step (a final
+keep. With `load_best_model_at_end` Trainer loads that checkpoint at the end; without it (or
+without saving) it warns, as HF's EarlyStoppingCallback does. On resume it rebuilds the
+monitor from `state.log_history`, so patience and every other detector state carry on rather
+than restart. A second eval at the same step (a final
 `trainer.evaluate()`) is skipped, live and on resume alike: a live run judges the first eval, not
 knowing a later one is coming (a replay of the log, `traces.logs`, keeps the later one instead).
 A NaN or infinite metric is skipped and a NaN or infinite training loss dropped, each with one

@@ -70,7 +70,7 @@ class EvalStopCallback(Callback):
         if not isinstance(monitor, str) or not monitor:
             raise ValueError(f"monitor={monitor!r}: expected the name of a logged metric, such "
                              f"as 'val_acc'")
-        self.min_delta = check_real("min_delta", min_delta, least=0)
+        self.min_delta = check_real("min_delta", min_delta, least=0) or 0.0
         if patience is not None:
             check_count("patience", patience, 1)
         detector = patience_detector(detector, patience, self.min_delta, default_patience=3)
