@@ -161,6 +161,14 @@ def test_grace_period_keeps_the_detector_quiet_until_it_is_reached():
         assert stops.index(True) + 1 == stop_at
 
 
+def test_stopper_reads_a_nested_metric_by_its_flat_name():
+    from evalstop_gym.integrations.ray_tune import EvalStopStopper
+
+    stopper = EvalStopStopper("val/acc", "max", detector="EvalStop-1")
+    assert not stopper("t", {"training_iteration": 1, "val": {"acc": 0.5}})
+    assert stopper("t", {"training_iteration": 2, "val": {"acc": 0.4}})
+
+
 def test_scheduler_save_and_restore_carry_its_trials(tmp_path):
     from ray.tune.experiment import Trial
     from ray.tune.schedulers import TrialScheduler

@@ -36,6 +36,7 @@ try:
     from ray.tune import Stopper
     from ray.tune.experiment import Trial
     from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+    from ray.tune.utils import flatten_dict
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("evalstop_gym.integrations.ray_tune needs ray[tune]: "
                       "pip install 'evalstop-gym[tune]'") from exc
@@ -165,7 +166,9 @@ class EvalStopStopper(Pickled, Stopper):
         return self.judge.stopped
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-        return self.judge.judge(trial_id, result)
+        """Tune hands a stopper the nested result (a scheduler gets it flat): flatten it, so
+        `metric` names a nested key as "val/acc", as in TuneConfig."""
+        return self.judge.judge(trial_id, flatten_dict(result))
 
     def stop_all(self) -> bool:
         return False
