@@ -218,9 +218,16 @@ def check_monitor_args(detector: str | Detector, mode: str | None = None,
                        steps_name: str = "max_steps") -> Detector:
     """The checks RunMonitor makes, for an integration to make at its own construction (where
     the arguments are known), not at the first eval; `mode` None: to be read later. Returns the
-    detector object (made from its name)."""
+    detector object (made from its name). A detector with no rule for the run's `job_type` is
+    refused in training-API words (it would never stop the run)."""
     _check_options("max" if mode is None else mode, max_steps, job_type, steps_name)
-    return resolve_detector(detector)
+    made = resolve_detector(detector)
+    covered = getattr(made, "types", JOB_TYPES)
+    if job_type not in covered:
+        raise ValueError(f"job_type={job_type!r}: {made.name} has no stopping rule for this kind "
+                         f"of run, so it would never stop it; pass job_type= one of "
+                         f"{', '.join(covered)} (the kind of training run), or another detector")
+    return made
 
 
 def never_acts_without_progress(detector: Detector) -> bool:

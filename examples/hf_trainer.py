@@ -7,13 +7,12 @@ stops training two declines after the peak and names the step to keep. Nothing i
 
 from __future__ import annotations
 
-import logging
-import sys
 import tempfile
 
 import torch
 from torch import nn
 from transformers import Trainer, TrainingArguments
+from transformers.utils import logging as hf_logging
 
 from evalstop_gym.integrations.hf import EvalStopCallback
 from evalstop_gym.online import DEFAULT_DETECTOR
@@ -44,16 +43,21 @@ def score(pred) -> dict[str, float]:
 
 
 def main(out_dir: str, max_steps: int = 200, detector: str = DEFAULT_DETECTOR,
-         **options) -> tuple[Trainer, EvalStopCallback]:
-    """Train until `detector` stops the run; `options` override the TrainingArguments."""
+         patience: int | None = None, **options) -> tuple[Trainer, EvalStopCallback]:
+    """Train until `detector` stops the run, then load the best checkpoint (saved at every eval,
+    so the step the callback names exists). `patience` runs HF's own rule instead, as
+    `EarlyStoppingCallback(early_stopping_patience=...)`; `options` override the
+    TrainingArguments."""
     settings = dict(
         output_dir=out_dir, max_steps=max_steps, per_device_train_batch_size=8,
         learning_rate=0.02, optim="sgd", lr_scheduler_type="constant", weight_decay=0.0,
-        eval_strategy="steps", eval_steps=10, logging_steps=10, save_strategy="no",
+        eval_strategy="steps", eval_steps=10, logging_steps=10,
+        save_strategy="steps", save_steps=10, save_total_limit=2, load_best_model_at_end=True,
         metric_for_best_model="score", greater_is_better=True, report_to="none",
         use_cpu=True, remove_unused_columns=False, disable_tqdm=True)
     args = TrainingArguments(**{**settings, **options})
-    callback = EvalStopCallback(detector)
+    callback = (EvalStopCallback(detector) if patience is None else
+                EvalStopCallback(early_stopping_patience=patience))
     trainer = Trainer(model=OneWeight(), args=args, train_dataset=examples(2.0, 8),
                       eval_dataset=examples(1.0, 4), compute_metrics=score,
                       callbacks=[callback])
@@ -62,7 +66,7 @@ def main(out_dir: str, max_steps: int = 200, detector: str = DEFAULT_DETECTOR,
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+    hf_logging.set_verbosity_info()                 # the callback's stop is logged at INFO
     with tempfile.TemporaryDirectory() as tmp:
         trainer, cb = main(tmp)
     print(f"stopped at step {trainer.state.global_step} of {trainer.args.max_steps} "

@@ -43,10 +43,12 @@ def loader(target: float, n: int = 40) -> DataLoader:
     return DataLoader(TensorDataset(x, target * x), batch_size=8)
 
 
-def trainer(callback: EvalStopCallback, max_epochs: int = 40, **options) -> L.Trainer:
-    return L.Trainer(max_epochs=max_epochs, callbacks=[callback], accelerator="cpu",
-                     logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                     enable_model_summary=False, **options)
+def trainer(callback: EvalStopCallback, max_epochs: int = 40, extra: tuple = (),
+            **options) -> L.Trainer:
+    """A quiet CPU trainer; `extra` callbacks and `options` (Trainer arguments) are added."""
+    quiet = {"accelerator": "cpu", "logger": False, "enable_checkpointing": False,
+             "enable_progress_bar": False, "enable_model_summary": False}
+    return L.Trainer(max_epochs=max_epochs, callbacks=[callback, *extra], **{**quiet, **options})
 
 
 def main(detector: str = DEFAULT_DETECTOR) -> tuple[L.Trainer, EvalStopCallback]:
@@ -59,5 +61,5 @@ def main(detector: str = DEFAULT_DETECTOR) -> tuple[L.Trainer, EvalStopCallback]
 if __name__ == "__main__":
     fit, cb = main()
     print(f"stopped at step {fit.global_step} of {fit.estimated_stepping_batches} "
-          f"({cb.stopping_reason}); best val_score {cb.decision.best_value:.4f} at step "
+          f"({cb.stopping_reason_message}); best val_score {cb.decision.best_value:.4f} at step "
           f"{cb.best_step}")

@@ -3,6 +3,8 @@
 Four trials "train" for 20 iterations on a local Ray (2 CPUs). Trials with x < 0.5 peak early
 and then decline; the others keep rising. `EvalStopScheduler` stops the declining trials a couple
 of results after their peak, freeing their CPUs for the rest, and lets the rising ones finish.
+`main_with_asha` does the same with Tune's ASHA as the scheduler and `EvalStopStopper` beside it:
+the detector composes with any scheduler that way.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import tempfile
 
 import ray
 from ray import tune
+from ray.tune.schedulers import ASHAScheduler
 
-from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+from evalstop_gym.integrations.ray_tune import EvalStopScheduler, EvalStopStopper
 from evalstop_gym.online import DEFAULT_DETECTOR
 
 STEPS = 20
@@ -35,6 +38,18 @@ def main(storage: str, xs=(0.2, 0.7, 0.4, 0.9), detector: str = DEFAULT_DETECTOR
         tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=scheduler),
         run_config=tune.RunConfig(storage_path=storage, verbose=0))
     return tuner.fit(), scheduler
+
+
+def main_with_asha(storage: str, xs=(0.2, 0.7, 0.4, 0.9), detector: str = DEFAULT_DETECTOR
+                   ) -> tuple[tune.ResultGrid, EvalStopStopper]:
+    """One search with ASHA scheduling and the detector as a stopper beside it."""
+    stopper = EvalStopStopper("score", "max", detector=detector, max_t=STEPS)
+    tuner = tune.Tuner(
+        trainable, param_space={"x": tune.grid_search(list(xs))},
+        tune_config=tune.TuneConfig(metric="score", mode="max",
+                                    scheduler=ASHAScheduler(max_t=STEPS, grace_period=15)),
+        run_config=tune.RunConfig(storage_path=storage, verbose=0, stop=stopper))
+    return tuner.fit(), stopper
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("lightning")
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason  # noqa: E402
 from lightning.pytorch.strategies import SingleDeviceStrategy  # noqa: E402
 
 from evalstop_gym.integrations.lightning import EvalStopCallback  # noqa: E402
@@ -73,7 +74,8 @@ def test_missing_metric_and_non_finite_values():
     assert fit(callback, max_epochs=2).global_step == 10        # warned, never stopped
     finite = EvalStopCallback("val_score", "max", check_finite=True)
     assert fit(finite, max_epochs=3, model=NanScore()).global_step == 5
-    assert "check_finite" in finite.stopping_reason
+    assert finite.stopping_reason == EarlyStoppingReason.NON_FINITE_METRIC     # was a str
+    assert "val_score = nan is not finite" in finite.stopping_reason_message
     skipped = EvalStopCallback("val_score", "max", check_finite=False)
     assert fit(skipped, max_epochs=3, model=NanScore()).global_step == 15
     assert skipped.run is None                                  # nothing finite was judged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import runpy
 from pathlib import Path
 
@@ -122,3 +123,100 @@ def test_the_default_detector_is_the_one_default():
     assert inspect.signature(EvalStopScheduler).parameters["detector"].default == DEFAULT_DETECTOR
     assert EvalStopScheduler().detector == DEFAULT_DETECTOR
     assert inspect.signature(EXAMPLE["main"]).parameters["detector"].default == DEFAULT_DETECTOR
+
+
+def test_stopper_beside_asha_stops_the_declining_trials(local_ray, tmp_path):
+    results, stopper = EXAMPLE["main_with_asha"](str(tmp_path), detector="EvalStop-2")
+    assert not results.errors
+    iterations = {r.config["x"]: r.metrics["training_iteration"] for r in results}
+    assert iterations[0.2] == iterations[0.4] == 10                 # peak at 8, two declines
+    assert all(iterations[x] > 10 for x in (0.7, 0.9))              # rising: not the stopper's
+    assert len(stopper.stopped) == 2
+    assert all("2 consecutive eval declines" in why for why in stopper.stopped.values())
+
+
+def rising(top: float, done_at: int = 10) -> list[dict]:
+    return [{"training_iteration": i, "score": top * i / done_at, "done": i == done_at}
+            for i in range(1, done_at + 1)]
+
+
+def test_stopper_learns_from_the_trials_that_ended():
+    from evalstop_gym.integrations.ray_tune import EvalStopStopper
+
+    stopper = EvalStopStopper("score", "max", detector="MedianPruner-50-1", max_t=20)
+    assert not any(stopper("a", r) for r in rising(1.0))      # no peer: runs to its end
+    assert stopper.judge.ended == {"a"}
+    low = [stopper("b", r) for r in rising(0.5)]
+    assert low.index(True) == 5           # first result past MedianPruner's 30% warm-up
+    assert "b" in stopper.stopped and not stopper.stop_all()
+
+
+def test_grace_period_keeps_the_detector_quiet_until_it_is_reached():
+    from evalstop_gym.integrations.ray_tune import EvalStopStopper
+
+    falling = [{"training_iteration": i, "score": 1.0 - i / 20} for i in range(1, 20)]
+    for grace, stop_at in ((0, 3), (8, 8)):
+        stopper = EvalStopStopper("score", "max", detector="EvalStop-2", grace_period=grace)
+        stops = [stopper("t", r) for r in falling]
+        assert stops.index(True) + 1 == stop_at
+
+
+def test_stopper_reads_a_nested_metric_by_its_flat_name():
+    from evalstop_gym.integrations.ray_tune import EvalStopStopper
+
+    stopper = EvalStopStopper("val/acc", "max", detector="EvalStop-1")
+    assert not stopper("t", {"training_iteration": 1, "val": {"acc": 0.5}})
+    assert stopper("t", {"training_iteration": 2, "val": {"acc": 0.4}})
+
+
+def test_scheduler_save_and_restore_carry_its_trials(tmp_path):
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import TrialScheduler
+
+    from evalstop_gym.integrations.ray_tune import EvalStopScheduler
+
+    def fresh():
+        return EvalStopScheduler(metric="score", mode="max", detector="EvalStop-2", max_t=20)
+    scheduler, trial = fresh(), Trial("__fake", stub=True)
+    scheduler.on_trial_add(None, trial)
+    scores = [0.1, 0.3, 0.5, 0.4, 0.3]
+    for i, score in enumerate(scores[:4], 1):
+        scheduler.on_trial_result(None, trial, {"training_iteration": i, "score": score})
+    scheduler.save(str(tmp_path / "s.pkl"))
+    restored = fresh()
+    restored.restore(str(tmp_path / "s.pkl"))
+    assert restored.monitors[trial.trial_id].steps == [1, 2, 3, 4]
+    assert restored.on_trial_result(None, trial, {"training_iteration": 5, "score": 0.3}) == \
+        TrialScheduler.STOP                                  # the patience carried over
+    assert trial.trial_id in restored.stopped and not scheduler.stopped
+
+
+def test_verbose_logs_each_stop_on_rays_logger(caplog):
+    from evalstop_gym.integrations.ray_tune import EvalStopStopper
+
+    stopper = EvalStopStopper("score", "max", detector="EvalStop-2", verbose=True)
+    ray_logger = logging.getLogger("ray")                 # Ray's own, which does not propagate
+    ray_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("INFO", logger="ray.tune.evalstop"):
+            for i, score in enumerate([0.5, 0.4, 0.3], 1):
+                stopper("t", {"training_iteration": i, "score": score})
+    finally:
+        ray_logger.removeHandler(caplog.handler)
+    [record] = [r for r in caplog.records if "stop trial t at training_iteration=3" in
+                r.getMessage()]
+    assert record.name.startswith("ray.") and record.levelname == "INFO"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"grace_period": -1}, "grace_period=-1: expected a finite number >= 0"),
+    ({"verbose": "yes"}, "verbose='yes': expected True or False"),
+    ({"metric": None}, "metric=None: expected the name of a reported result key"),
+    ({"mode": "up"}, "mode='up'"),
+    ({"detector": "StopAt-0.5"}, "max_t=None: StopAt-0.5 reads progress"),
+])
+def test_stopper_arguments_are_checked_at_construction(kwargs, message):
+    from evalstop_gym.integrations.ray_tune import EvalStopStopper
+
+    with pytest.raises(ValueError, match=message):
+        EvalStopStopper(**{"metric": "score", **kwargs})

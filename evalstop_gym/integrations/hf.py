@@ -1,52 +1,86 @@
 """Hugging Face transformers: `EvalStopCallback`, a `TrainerCallback` over `RunMonitor`.
 
     trainer = Trainer(..., args=TrainingArguments(..., eval_strategy="steps",
-                      metric_for_best_model="accuracy"), callbacks=[EvalStopCallback("EvalStop-2")])
+                      save_strategy="steps", load_best_model_at_end=True,
+                      metric_for_best_model="accuracy"), callbacks=[EvalStopCallback()])
 
 The metric is `metric=`, else `args.metric_for_best_model` (with Trainer's "eval_" prefix); the
 direction is `mode=`, else `args.greater_is_better`, else the metric's name (loss, wer, ...:
 lower is better); progress is `state.global_step / state.max_steps`. It decides in `on_evaluate`
 and sets `control.should_training_stop`; `best_step` / `best_metric` name the checkpoint to
-keep. It works with `load_best_model_at_end` (which then loads that checkpoint, if saved) but
-does not require it. On resume it rebuilds the monitor from `state.log_history`, so patience and
-every other detector state carry on rather than restart. A second eval at the same step (a final
+keep. With `load_best_model_at_end` Trainer loads that checkpoint at the end; without it (or
+without saving) it warns, as HF's EarlyStoppingCallback does. On resume it rebuilds the
+monitor from `state.log_history`, so patience and every other detector state carry on rather
+than restart. A second eval at the same step (a final
 `trainer.evaluate()`) is skipped, live and on resume alike: a live run judges the first eval, not
 knowing a later one is coming (a replay of the log, `traces.logs`, keeps the later one instead).
 A NaN or infinite metric is skipped and a NaN or infinite training loss dropped, each with one
 warning (`RunMonitor.offer`): Trainer logs them in runs that recover, so they do not end training
 with an error. A run with `eval_strategy="no"` is refused at train begin (nothing would ever be
 judged), and each `train()` starts from a fresh monitor: nothing carries over from an earlier one.
+
+`EarlyStoppingCallback`'s arguments keep their meaning: `early_stopping_patience` and
+`early_stopping_threshold` (metric units) select the `Patience` detector, HF's own rule, and
+`early_stopping_patience_counter` counts the evals since the metric last improved by more than
+the threshold. At train begin it warns, as HF does, when the checkpoint it names is not kept:
+`save_strategy="no"` (never saved) or no `load_best_model_at_end` (saved, not loaded). Messages
+go through transformers' logger (`transformers.logging` sets their level): the stop at INFO, and
+with `verbose=True` each eval's judgement too.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 try:
     from transformers import TrainerCallback
     from transformers.trainer_callback import ExportableState
+    from transformers.utils import logging as hf_logging
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("evalstop_gym.integrations.hf needs transformers: "
                       "pip install 'evalstop-gym[hf]'") from exc
 
-from ..online import DEFAULT_DETECTOR, MonitorDecision, RunMonitor, check_monitor_args, short_repr
+from ..online import (
+    DEFAULT_DETECTOR,
+    MonitorDecision,
+    RunMonitor,
+    check_monitor_args,
+    never_acts_without_progress,
+    short_repr,
+)
+from ..policies.patience import evals_without_improvement
 from ..sim.protocols import Detector
 from ..traces.logs import history_evals, mode_for
+from ._common import check_count, check_flag, check_real, patience_detector
 
-log = logging.getLogger(__name__)
+log = hf_logging.get_logger("transformers.evalstop")   # under transformers' verbosity
 
 
 class EvalStopCallback(TrainerCallback, ExportableState):
     """Stop a Trainer run when `detector` says its eval metric has turned for good."""
 
     def __init__(self, detector: str | Detector = DEFAULT_DETECTOR, metric: str | None = None,
-                 mode: str | None = None, job_type: str = "rlhf") -> None:
+                 mode: str | None = None, job_type: str = "rlhf", *,
+                 early_stopping_patience: int | None = None,
+                 early_stopping_threshold: float | None = 0.0, verbose: bool = False) -> None:
         if metric is not None and not (isinstance(metric, str) and metric):
             raise ValueError(f"metric={metric!r}: expected a metric name such as 'eval_accuracy' "
                              f"(or 'accuracy'), or None for args.metric_for_best_model")
-        check_monitor_args(detector, mode, None, job_type)
+        if early_stopping_patience is not None:
+            check_count("early_stopping_patience", early_stopping_patience, 1)
+        threshold = check_real("early_stopping_threshold", early_stopping_threshold, least=0,
+                               allow_none=True) or 0.0
+        check_flag("verbose", verbose)
+        self._args = {"detector": detector if isinstance(detector, str) else detector.name,
+                      "early_stopping_patience": early_stopping_patience,
+                      "early_stopping_threshold": early_stopping_threshold}
+        detector = patience_detector(detector, early_stopping_patience, threshold,
+                                     default_patience=1)
+        self._made = check_monitor_args(detector, mode, None, job_type)
         self.detector, self.metric, self.mode, self.job_type = detector, metric, mode, job_type
+        self.early_stopping_patience = early_stopping_patience
+        self.early_stopping_threshold, self.verbose = threshold, verbose
+        self.early_stopping_patience_counter = 0
         self.monitor: RunMonitor | None = None
         self.decision: MonitorDecision | None = None
         self._key = ""
@@ -72,12 +106,30 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         if not key:
             raise ValueError("EvalStopCallback: no metric; pass metric='eval_accuracy' or set "
                              "TrainingArguments(metric_for_best_model=...)")
+        self._warn_unkept(args, state)
         self.decision, self._loss = None, None
+        self.early_stopping_patience_counter = 0
         self._key = key if key.startswith("eval_") else f"eval_{key}"
         flag = args.greater_is_better if self.metric is None else None
         mode = mode_for(self._key, self.mode, flag)[0]
         self.monitor = RunMonitor(self.detector, mode, state.max_steps or None, self.job_type)
         self._rebuild(state.log_history)
+
+    def _warn_unkept(self, args, state) -> None:
+        """Warn, as HF's EarlyStoppingCallback does, when best_step's checkpoint is not kept,
+        and when the detector could never act on this run."""
+        if args.save_strategy == "no":                    # SaveStrategy.NO, a str
+            log.warning("EvalStopCallback: save_strategy='no' saves no checkpoint, so best_step "
+                        "(the checkpoint to keep) is never saved; set save_strategy to match "
+                        "eval_strategy and load_best_model_at_end=True")
+        elif not args.load_best_model_at_end:
+            log.warning("EvalStopCallback: load_best_model_at_end=False, so the model at the end "
+                        "is the stopped run's, not best_step's; set load_best_model_at_end=True "
+                        "to load the best checkpoint")
+        if not state.max_steps and never_acts_without_progress(self._made):
+            log.warning("EvalStopCallback: %s reads progress and this run's max_steps is "
+                        "unknown, so it will never stop it; set TrainingArguments(max_steps=...)",
+                        self._made.name)
 
     def _rebuild(self, history: list[dict[str, Any]]) -> None:
         """Replay the evals already logged (a resumed run) into the fresh monitor, through the
@@ -109,6 +161,9 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             log.info("EvalStopCallback: stop at step %s (%s); best %s = %.6g at step %s",
                      decision.step, decision.reason, self._key, decision.best_value,
                      decision.best_step)
+        elif decision is not None and self.verbose:
+            log.info("EvalStopCallback: continue at step %s; best %s = %.6g at step %s",
+                     state.global_step, self._key, decision.best_value, decision.best_step)
 
     def _observe(self, step: int, value: float) -> MonitorDecision | None:
         """The decision after this eval; the last one if the eval is skipped (a second evaluate
@@ -117,14 +172,15 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         decision = self.monitor.offer(step, value, self._loss)
         if decision is not None:
             self.decision = decision
+            self.early_stopping_patience_counter = evals_without_improvement(
+                self.monitor.view().eval_scores, self.early_stopping_threshold)
         return self.decision
 
     def state(self) -> dict[str, Any]:
         """What `Trainer` saves in trainer_state.json (the decisions rebuild from log_history)."""
-        name = self.detector if isinstance(self.detector, str) else self.detector.name
         mode = self.monitor.mode if self.monitor is not None else self.mode
-        return {"args": {"detector": name, "metric": self.metric or self._key or None,
-                         "mode": mode, "job_type": self.job_type},
+        return {"args": {**self._args, "metric": self.metric or self._key or None,
+                         "mode": mode, "job_type": self.job_type, "verbose": self.verbose},
                 "attributes": {}}
 
 

@@ -1,30 +1,42 @@
-"""Ray Tune: `EvalStopScheduler`, a `TrialScheduler` that stops trials over RunMonitor.
+"""Ray Tune: `EvalStopStopper` (a `tune.Stopper`) and `EvalStopScheduler` (a `TrialScheduler`).
 
     tuner = tune.Tuner(trainable, tune_config=tune.TuneConfig(
-        scheduler=EvalStopScheduler(metric="score", mode="max", detector="EvalStop-2")))
+                           metric="score", mode="max", scheduler=ASHAScheduler()),
+                       run_config=tune.RunConfig(stop=EvalStopStopper("score", "max", max_t=N)))
 
-This is the paper's own framing: a detector at the scheduler stops a trial whose metric has
-turned and hands its resources to the trials waiting. Each result's `time_attr` value is the
-step and `metric` the value (direction `mode`); progress is step / `max_t` when given, and a
-trial reaching `max_t` is stopped as complete, as Tune's ASHA does (a result past `max_t`, as
-`time_total_s` gives, stops it unjudged). Non-finite values and repeated steps are skipped.
-`metric` and `mode` may also come from `tune.TuneConfig`. Ended trials (complete, stopped,
-errored or removed) are reported to the scheduler's `MonitorGroup`, so cross-run detectors
-(MedianPruner, CUSUM and BOCPD with the pooled noise estimate) learn from them; a trial it
-stopped counts as stopped. Each experiment (`Tuner.fit`, which sets the search properties) starts
-afresh: a scheduler used for a second fit neither carries trials, peers nor `stopped` over, and
-takes that fit's `metric`/`mode` unless it was built with its own. A result without `time_attr`
-is an error naming the keys it has (a scheduler that never sees a step could never act).
+The stopper composes with any scheduler (ASHA, PBT, ...): Tune asks it about every result before
+the scheduler, and either may stop a trial. The scheduler is the paper's own framing: a detector
+at the scheduler stops a trial whose metric has turned and hands its resources to the trials
+waiting (it runs trials in submission order, so it replaces ASHA rather than joining it).
+
+Both judge alike (`TrialJudge`). Each result's `time_attr` value is the step and `metric` the
+value (direction `mode`); progress is step / `max_t` when given, and a trial reaching `max_t` is
+complete, as Tune's ASHA has it (a result past `max_t`, as `time_total_s` gives, stops it
+unjudged). As ASHA's `grace_period`, the detector is not asked before a trial's `time_attr`
+reaches `grace_period` (its results are still recorded). Non-finite values and repeated steps are
+skipped. Ended trials are reported to the judge's `MonitorGroup` in the order they end, so
+cross-run detectors (MedianPruner, CUSUM and BOCPD with the pooled noise estimate) learn from
+them; a trial stopped by the detector counts as stopped. The stopper hears of a trial's end from
+its final (`done`) result or its own stop; one another scheduler stops is not learnt from. A
+result without `time_attr` is an error naming the keys it has. `verbose=True` logs each stop at
+INFO on Ray's logger (`ray.tune.evalstop`), else DEBUG. `save`/`restore` pickle the judge's
+state, as ASHA does.
+
+The scheduler's `metric` and `mode` may also come from `tune.TuneConfig`; each experiment
+(`Tuner.fit`, which sets the search properties) starts it afresh.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 from typing import Any
 
 try:
+    from ray.tune import Stopper
     from ray.tune.experiment import Trial
     from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+    from ray.tune.utils import flatten_dict
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("evalstop_gym.integrations.ray_tune needs ray[tune]: "
                       "pip install 'evalstop-gym[tune]'") from exc
@@ -37,38 +49,155 @@ from ..online import (
     never_acts_without_progress,
 )
 from ..sim.protocols import Detector
+from ._common import check_flag, check_real
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ray.tune.evalstop")   # under Ray's own "ray" logger
 
 
-class EvalStopScheduler(FIFOScheduler):
-    """Run trials in submission order; STOP each one once `detector` says its metric turned."""
+class TrialJudge:
+    """Trials' monitors in one group: each result in, stop or continue out; ends reported."""
 
-    def __init__(self, metric: str | None = None, mode: str | None = None,
-                 detector: str | Detector = DEFAULT_DETECTOR, time_attr: str = "training_iteration",
-                 max_t: float | None = None, job_type: str = "rlhf") -> None:
-        super().__init__()
+    def __init__(self, metric: str | None, mode: str | None, detector: str | Detector,
+                 time_attr: str, max_t: float | None, grace_period: float, verbose: bool,
+                 job_type: str, owner: str) -> None:
         for name, value in (("metric", metric), ("time_attr", time_attr)):
             if not (isinstance(value, str) and value) and not (name == "metric" and value is None):
                 raise ValueError(f"{name}={value!r}: expected the name of a reported result key"
                                  + (", or None to take it from tune.TuneConfig"
                                     if name == "metric" else ""))
         made = check_monitor_args(detector, mode, max_t, job_type, steps_name="max_t")
+        check_real("grace_period", grace_period, least=0)
+        check_flag("verbose", verbose)
         if max_t is None and never_acts_without_progress(made):
             raise ValueError(f"max_t=None: {made.name} reads progress, so it would never stop a "
                              f"trial; pass max_t (the last {time_attr} a trial reports)")
-        self._given = (metric, mode)                   # what this scheduler was built with
-        self._metric, self._mode = metric, mode
-        self.detector, self.time_attr, self.max_t, self.job_type = (detector, time_attr, max_t,
-                                                                    job_type)
-        self._start()
+        self.metric, self.mode, self.detector = metric, mode, detector
+        self.time_attr, self.max_t, self.grace_period = time_attr, max_t, grace_period
+        self.verbose, self.job_type, self.owner = verbose, job_type, owner
+        self.start()
 
-    def _start(self) -> None:
+    def start(self) -> None:
         """Forget every trial: a new experiment begins."""
         self.group: MonitorGroup | None = None
         self.monitors: dict[str, RunMonitor] = {}      # trial id -> its monitor
         self.stopped: dict[str, str] = {}              # trial id -> why it was stopped
-        self._ended: set[str] = set()
+        self.ended: set[str] = set()
+
+    def _group(self) -> MonitorGroup:
+        if self.group is None:
+            if not self.metric or self.mode not in ("max", "min"):
+                raise ValueError(f"{self.owner} needs metric and mode ('max' or 'min'); got "
+                                 f"metric={self.metric!r}, mode={self.mode!r}")
+            self.group = MonitorGroup(self.detector, self.mode, self.job_type)
+        return self.group
+
+    def add(self, trial_id: str) -> RunMonitor:
+        if trial_id not in self.monitors:
+            self.monitors[trial_id] = self._group().monitor(self.max_t)
+        return self.monitors[trial_id]
+
+    def judge(self, trial_id: str, result: dict) -> bool:
+        """Whether to stop the trial after this result (True: it has ended)."""
+        if trial_id in self.ended:
+            return True
+        monitor = self.add(trial_id)
+        if self.time_attr not in result:
+            raise ValueError(f"{self.owner}: time_attr={self.time_attr!r} is not in trial "
+                             f"{trial_id}'s result (its keys: {', '.join(sorted(result))}); "
+                             f"pass a time_attr the trainable reports")
+        if self.metric not in result:
+            return False
+        step, value = result[self.time_attr], result[self.metric]
+        if self.max_t is not None and step > self.max_t:
+            # past the run's known length (a time_attr such as time_total_s overshoots max_t):
+            # the trial has run its course; the monitor, whose max_steps is max_t, cannot judge it
+            self.end(trial_id, completed=True)
+            return True
+        decision = monitor.offer(step, value, decide=step >= self.grace_period)
+        if decision is not None and decision.stop:
+            self.stopped[trial_id] = decision.reason
+            log.log(logging.INFO if self.verbose else logging.DEBUG,
+                    "%s: stop trial %s at %s=%s (%s); best %s = %.6g at %s", self.owner,
+                    trial_id, self.time_attr, step, decision.reason, self.metric,
+                    decision.best_value, decision.best_step)
+            self.end(trial_id, completed=False)
+            return True
+        if self.max_t is not None and step >= self.max_t:
+            self.end(trial_id, completed=True)
+            return True
+        if result.get("done"):                   # its final result: the trial has completed
+            self.end(trial_id, completed=True)
+        return False
+
+    def end(self, trial_id: str, completed: bool) -> None:
+        """Report the trial's end to the group once, whichever hook hears of it first."""
+        if trial_id in self.ended or trial_id not in self.monitors:
+            return
+        self.ended.add(trial_id)
+        self._group().end_run(self.monitors[trial_id], completed=completed)
+
+
+class Pickled:
+    """`save`/`restore` as Tune's ASHA does them: this object's state, pickled."""
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as out:
+            pickle.dump(self.__dict__, out)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as source:
+            self.__dict__.update(pickle.load(source))
+
+
+class EvalStopStopper(Pickled, Stopper):
+    """Stop each trial once `detector` says its metric turned; composes with any scheduler."""
+
+    def __init__(self, metric: str, mode: str = "max",
+                 detector: str | Detector = DEFAULT_DETECTOR,
+                 time_attr: str = "training_iteration", max_t: float | None = None,
+                 grace_period: float = 0, verbose: bool = False, job_type: str = "rlhf") -> None:
+        if not (isinstance(metric, str) and metric):
+            raise ValueError(f"metric={metric!r}: expected the name of a reported result key")
+        self.judge = TrialJudge(metric, mode, detector, time_attr, max_t, grace_period, verbose,
+                                job_type, owner="EvalStopStopper")
+
+    @property
+    def stopped(self) -> dict[str, str]:
+        return self.judge.stopped
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        """Tune hands a stopper the nested result (a scheduler gets it flat): flatten it, so
+        `metric` names a nested key as "val/acc", as in TuneConfig."""
+        return self.judge.judge(trial_id, flatten_dict(result))
+
+    def stop_all(self) -> bool:
+        return False
+
+
+class EvalStopScheduler(Pickled, FIFOScheduler):
+    """Run trials in submission order; STOP each one once `detector` says its metric turned."""
+
+    def __init__(self, metric: str | None = None, mode: str | None = None,
+                 detector: str | Detector = DEFAULT_DETECTOR, time_attr: str = "training_iteration",
+                 max_t: float | None = None, grace_period: float = 0, verbose: bool = False,
+                 job_type: str = "rlhf") -> None:
+        super().__init__()
+        self.judge = TrialJudge(metric, mode, detector, time_attr, max_t, grace_period, verbose,
+                                job_type, owner="EvalStopScheduler")
+        self._given = (metric, mode)                   # what this scheduler was built with
+        self.detector, self.time_attr, self.max_t = detector, time_attr, max_t
+
+    @property
+    def stopped(self) -> dict[str, str]:
+        return self.judge.stopped
+
+    @property
+    def monitors(self) -> dict[str, RunMonitor]:
+        return self.judge.monitors
+
+    @property
+    def _ended(self) -> set[str]:
+        return self.judge.ended
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         """Called by Tune at the start of each experiment: refuse a metric or mode this
@@ -77,67 +206,30 @@ class EvalStopScheduler(FIFOScheduler):
         given_metric, given_mode = self._given
         if (given_metric and metric) or (given_mode and mode):
             return False
-        self._metric = given_metric or metric
-        self._mode = given_mode or mode
-        self._start()
+        self.judge.metric = given_metric or metric
+        self.judge.mode = given_mode or mode
+        self.judge.start()
         return True
 
-    def _group(self) -> MonitorGroup:
-        if self.group is None:
-            if not self._metric or self._mode not in ("max", "min"):
-                raise ValueError(f"EvalStopScheduler needs metric and mode ('max' or 'min'); "
-                                 f"got metric={self._metric!r}, mode={self._mode!r} (pass them "
-                                 f"here or to tune.TuneConfig)")
-            self.group = MonitorGroup(self.detector, self._mode, self.job_type)
-        return self.group
-
     def on_trial_add(self, tune_controller, trial: Trial) -> None:
-        self.monitors[trial.trial_id] = self._group().monitor(self.max_t)
+        self.judge.add(trial.trial_id)
 
     def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
-        monitor = self.monitors.get(trial.trial_id)
-        if monitor is None or trial.trial_id in self._ended:
+        if trial.trial_id not in self.judge.monitors:
             return TrialScheduler.CONTINUE
-        if self.time_attr not in result:
-            raise ValueError(f"EvalStopScheduler: time_attr={self.time_attr!r} is not in trial "
-                             f"{trial.trial_id}'s result (its keys: {', '.join(sorted(result))})"
-                             f"; pass a time_attr the trainable reports")
-        if self._metric not in result:
-            return TrialScheduler.CONTINUE
-        step, value = result[self.time_attr], result[self._metric]
-        if self.max_t is not None and step > self.max_t:
-            # past the run's known length (a time_attr such as time_total_s overshoots max_t):
-            # the trial has run its course; the monitor, whose max_steps is max_t, cannot judge it
-            self._end(trial, completed=True)
-            return TrialScheduler.STOP
-        decision = monitor.offer(step, value)
-        if decision is None:            # a non-finite value or a repeated step (logged)
-            return TrialScheduler.CONTINUE
-        if decision.stop:
-            self.stopped[trial.trial_id] = decision.reason
-            self._end(trial, completed=False)
-            return TrialScheduler.STOP
-        if self.max_t is not None and step >= self.max_t:
-            self._end(trial, completed=True)
-            return TrialScheduler.STOP
-        return TrialScheduler.CONTINUE
-
-    def _end(self, trial: Trial, completed: bool) -> None:
-        """Report the trial's end to the group once, whichever hook hears of it first."""
-        if trial.trial_id in self._ended or trial.trial_id not in self.monitors:
-            return
-        self._ended.add(trial.trial_id)
-        self._group().end_run(self.monitors[trial.trial_id], completed=completed)
+        stop = self.judge.judge(trial.trial_id, result)
+        return TrialScheduler.STOP if stop else TrialScheduler.CONTINUE
 
     def on_trial_complete(self, tune_controller, trial: Trial, result: dict) -> None:
-        self._end(trial, completed=True)
+        self.judge.end(trial.trial_id, completed=True)
 
     def on_trial_error(self, tune_controller, trial: Trial) -> None:
-        self._end(trial, completed=False)
+        self.judge.end(trial.trial_id, completed=False)
 
     def on_trial_remove(self, tune_controller, trial: Trial) -> None:
-        self._end(trial, completed=False)
+        self.judge.end(trial.trial_id, completed=False)
 
     def debug_string(self) -> str:
-        name = self.group.detector.name if self.group is not None else str(self.detector)
+        group = self.judge.group
+        name = group.detector.name if group is not None else str(self.detector)
         return f"Using EvalStop scheduling ({name}): {len(self.stopped)} trials stopped."
