@@ -3,10 +3,16 @@
 A decline is a score below the previous one (variant "best": below the previous one and below
 the best before it). Any non-decline resets the count. k differs by type: RLHF 2, DPO 3; LoRA is
 not monitored. The rule needs no per-job state: the count is read off the view's eval history.
+
+The paper tuned k for 7-20 evals per run; with more, k consecutive declines happen by noise
+alone on healthy runs, so the reference engine logs one warning per detector (per run or
+monitor; `reset()` re-arms it) the first time a job passes PAPER_MAX_EVALS. A warning only:
+decisions do not change.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from evalstop_gym.sim.native import RULE_DECLINES
@@ -16,6 +22,9 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView, decline_count
 from .detector import DetectorBase, monitored, stop
 
 __all__ = ["EvalStop", "decline_count"]
+
+log = logging.getLogger(__name__)
+PAPER_MAX_EVALS = 20   # the paper's regime: 7-20 evals per run
 
 
 class EvalStop(DetectorBase):
@@ -27,6 +36,7 @@ class EvalStop(DetectorBase):
         self.k = {"rlhf": k_rlhf, "dpo": k_dpo if k_dpo is not None else k_rlhf + 1}
         self.variant = variant
         self.name = f"EvalStop-{k_rlhf}" + ("-best" if variant == "best" else "")
+        self._warned = False
 
     def native_rule(self) -> dict[str, Any] | None:
         if type(self) is not EvalStop:
@@ -35,6 +45,11 @@ class EvalStop(DetectorBase):
                 "best_variant": self.variant == "best"}
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        if not self._warned and len(job.eval_scores) > PAPER_MAX_EVALS:
+            self._warned = True
+            log.warning("%s: a run has more than %d evals, past the paper's regime (7-20), "
+                        "where k consecutive declines also stop healthy runs; consider "
+                        "TrendTest-0.05", self.name, PAPER_MAX_EVALS)
         k = self.k[job.job_type]
         # It stops the first time the count reaches k, so the last k + 1 scores decide: the
         # count read off them is the same up to k, and an eval costs O(k) however long the run.
@@ -45,6 +60,9 @@ class EvalStop(DetectorBase):
         if declines >= k:
             return stop(self.reason(job.job_type, declines))
         return CONTINUE
+
+    def reset(self) -> None:
+        self._warned = False
 
     def reason(self, job_type: str, declines: float) -> str:
         return f"{int(declines)} consecutive eval declines (k={self.k[job_type]})"

@@ -147,3 +147,17 @@ def test_it_runs_through_run_monitor_and_a_group() -> None:
 def test_bad_alpha_is_one_line_naming_it() -> None:
     with pytest.raises(ValueError, match="alpha must be in"):
         make_detector("TrendTest-1.5")
+
+
+def test_eval_stop_warns_once_past_the_papers_regime(caplog) -> None:
+    """EvalStop-k on more than 20 evals (where TrendTest is the advice): one warning per
+    detector until reset, one line; its decisions unchanged."""
+    import logging
+
+    scores = [0.1 * (i % 3) for i in range(30)]
+    with caplog.at_level(logging.WARNING, logger="evalstop_gym.policies.eval_stop"):
+        monitor = RunMonitor("EvalStop-5", mode="max")
+        decisions = [monitor.update(i, s).stop for i, s in enumerate(scores)]
+    warned = [r for r in caplog.records if "paper's regime" in r.getMessage()]
+    assert len(warned) == 1 and "\n" not in warned[0].getMessage()
+    assert not any(decisions)
