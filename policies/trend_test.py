@@ -254,7 +254,7 @@ def horizon(progress: Sequence[float], n: int, alpha: float) -> tuple[int, float
 
 
 class TrendTest(DetectorBase):
-    needs = ("evals", "progress", "runs")
+    needs = ("evals", "runs")   # progress sharpens the horizon; without it, epochs (`horizon`)
 
     def __init__(self, alpha: float = 0.05) -> None:
         if not 0.0 < alpha < 1.0:

@@ -135,6 +135,9 @@ def test_it_runs_through_run_monitor_and_a_group() -> None:
     monitor = RunMonitor("TrendTest-0.05", mode="max", max_steps=20)
     stops = [monitor.update(i + 1, s).stop for i, s in enumerate(scores)]
     assert any(stops) and stops.index(True) == first_stop(TrendTest(0.05), scores, grid(20)) - 1
+    unknown_length = RunMonitor("TrendTest-0.05", mode="max")     # no max_steps: epochs
+    assert not unknown_length.cannot_act()
+    assert any(unknown_length.update(i + 1, s).stop for i, s in enumerate(scores))
     group = MonitorGroup("TrendTest-0.05")
     for seed in range(3):
         m = group.monitor(max_steps=20)
