@@ -218,9 +218,10 @@ class PeerPrior(TrendTest):
 
     def group_sigma(self, job_type: str, scores: np.ndarray) -> float:
         """The noise of a block mean's eval, for the hindsight label: the group's (the peers'
-        MAD) once known, else the run's own; under AR(1) (rho_hat from the pooled lag moments,
-        as TrendTest, on runs of FINE_EVALS evals or more) widened by what second differences
-        miss and what a block mean keeps, sqrt(6 / (6 - 8 rho + 2 rho^2) (1 + rho) / (1 - rho)).
+        pooled mean square) once known, else the run's own; under AR(1) (rho_hat from the pooled
+        lag moments, as TrendTest, on runs of FINE_EVALS evals or more) widened by what second
+        differences miss and what a block mean keeps,
+        sqrt(6 / (6 - 8 rho + 2 rho^2) (1 + rho) / (1 - rho)).
         """
         peers = self.peers.get(job_type, Peers())
         s0, d0 = peers.prior()

@@ -24,10 +24,11 @@ epoch's last look.
 
 The noise. sigma_hat^2 is the run's own mean square of second differences over 6 (second
 differences cancel a locally linear trend), with Satterthwaite's degrees of freedom, shrunk
-toward a prior as limma does: (d0 s0^2 + nu s^2) / (d0 + nu). The prior s0 is the robust (MAD)
-noise of the group's ended runs of the same type (`on_job_end`: the simulator's ended jobs, a
-`MonitorGroup`, `replay --group-by`), with d0 their MAD-equivalent degrees of freedom rounded
-down to `PRIOR_DF_BINS` (at most 256, so the run's own evals always count). The default without
+toward a prior as limma does: (d0 s0^2 + nu s^2) / (d0 + nu). The prior comes from the group's
+ended runs of the same type (`on_job_end`: the simulator's ended jobs, a `MonitorGroup`,
+`replay --group-by`): s0^2 their pooled mean square, d0 fitted to how much their variances
+differ (runs whose noise differs, as real runs' does, give a weak prior), rounded down to
+`PRIOR_DF_BINS` (at most 256, so the run's own evals always count). The default without
 peers is d0 = 0: the run's own estimate alone. Every quantity is a ratio of score differences,
 so the test is invariant to the metric's units and offset.
 
@@ -52,7 +53,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import ndtri, stdtr
+from scipy.optimize import brentq
+from scipy.special import polygamma, stdtr
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
@@ -68,8 +70,7 @@ PRIOR_DF_BINS = (0, 16, 64, 256)
 MIN_RHO_PAIRS = 20
 PATHS = 8000             # null paths per calibration (half that past 64 looks: a look costs more)
 SEED = 20_261_201
-NORMAL_MAD = float(ndtri(0.75))
-MAD_EFFICIENCY = 0.37    # a Gaussian MAD's degrees of freedom per value, roughly
+MIN_PEER_RUNS = 3        # runs before the group's noise is a prior
 
 
 def satterthwaite_df(k: int) -> float:
@@ -188,25 +189,41 @@ def lag_moments(scores: Sequence[float]) -> np.ndarray:
 
 
 class Peers:
-    """What ended runs of one type say about the noise: second differences (for a MAD) and the
-    lag moments behind rho_hat."""
+    """What ended runs of one type say about the noise: each run's mean-square noise estimate
+    and its df (limma's inputs), their second differences, and the lag moments behind rho_hat."""
 
     def __init__(self) -> None:
         self.d2: list[float] = []
+        self.runs: list[tuple[float, float]] = []
         self.lags = np.zeros(4)
+        self._prior: tuple[float, int] | None = None
 
     def add(self, scores: Sequence[float]) -> None:
-        self.d2.extend(np.diff(np.asarray(scores, dtype=float), n=2).tolist())
+        d = np.diff(np.asarray(scores, dtype=float), n=2)
+        self.d2.extend(d.tolist())
+        if len(d) >= 2 and d @ d > 0:
+            self.runs.append((float(d @ d) / (6.0 * len(d)), satterthwaite_df(len(d))))
         self.lags += lag_moments(scores)
+        self._prior = None
 
     def prior(self) -> tuple[float, int]:
-        """(s0^2, d0): the MAD noise variance and its df rounded down to a bin; (0, 0) if none."""
-        df = max(b for b in PRIOR_DF_BINS if b <= MAD_EFFICIENCY * len(self.d2))
-        if df == 0:
-            return 0.0, 0
-        d = np.asarray(self.d2)
-        mad = float(np.median(np.abs(d - np.median(d)))) / NORMAL_MAD
-        return (mad * mad / 6.0, df) if mad > 0 else (0.0, 0)
+        """(s0^2, d0) as limma fits them: s0^2 the df-weighted mean of the runs' variances, d0
+        from how much more their logs spread than sampling alone would (trigamma(d0 / 2) = the
+        excess), at most their summed df, rounded down to a bin; (0, 0) below MIN_PEER_RUNS."""
+        if self._prior is None:
+            self._prior = (0.0, 0)
+            if len(self.runs) >= MIN_PEER_RUNS:
+                v, nu = np.array(self.runs).T
+                excess = float(np.var(np.log(v), ddof=1) - np.mean(polygamma(1, nu / 2.0)))
+                d0 = nu.sum() if excess <= 0 else 2.0 * inverse_trigamma(excess)
+                df = max(b for b in PRIOR_DF_BINS if b <= min(d0, nu.sum()))
+                self._prior = (float(nu @ v / nu.sum()), df) if df else (0.0, 0)
+        return self._prior
+
+
+def inverse_trigamma(y: float) -> float:
+    """x with trigamma(x) = y (trigamma falls from +inf to 0 over x > 0)."""
+    return float(brentq(lambda x: float(polygamma(1, x)) - y, 1e-8, 1e8))
 
 
 class Evidence(NamedTuple):

@@ -3,6 +3,8 @@ units invariance, determinism, and that it runs in the simulator and through Run
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -16,6 +18,7 @@ from evalstop_gym.policies.trend_test import (
     null_min_p,
     rho_from_lags,
     threshold,
+    trend_evidence,
 )
 
 
@@ -119,7 +122,10 @@ def test_peers_shrink_the_noise_and_their_autocorrelation_widens_the_test() -> N
         ar.on_job_end(view(0.5 + 0.03 * z, grid(20)))
     v = view(run, grid(20))
     assert iid.evidence(v).rho < 0.15 < ar.evidence(v).rho
-    assert ar.evidence(v).p > iid.evidence(v).p
+    blind = copy.deepcopy(ar.peers["rlhf"])
+    blind.lags[:] = 0.0               # the same noise prior, rho unseen
+    unwidened = trend_evidence(v.eval_scores, v.eval_progress, 0.05, blind)
+    assert ar.evidence(v).p > unwidened.p and ar.evidence(v).sigma == unwidened.sigma
 
 
 def test_it_runs_in_the_simulator_deterministically(small_config) -> None:
