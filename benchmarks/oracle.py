@@ -61,8 +61,9 @@ class BayesOracle(DetectorBase):
         key = progress.tobytes()
         if key not in self._curves:
             p = progress[None, :]
-            h = gao_hacking(p, *(v[:, None] for v in self.hacking))
-            n = saturating(p, *(v[:, None] for v in self.healthy))
+            # the curve functions broadcast: one row per parameter draw
+            h = gao_hacking(p, *(v[:, None] for v in self.hacking))  # type: ignore[arg-type]
+            n = saturating(p, *(v[:, None] for v in self.healthy))  # type: ignore[arg-type]
             self._curves[key] = (h, n)
         return self._curves[key]
 

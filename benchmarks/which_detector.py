@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +48,7 @@ START, END = "<!-- which-detector:start -->", "<!-- which-detector:end -->"
 
 
 def sim_row(detector: str, noise: str, density: str, seed: int,
-            overrides: dict[str, object]) -> dict[str, object]:
+            overrides: Mapping[str, object]) -> dict[str, object]:
     """One simulated E2 run of `detector` over SRTF-Est."""
     config = resolve_config("e2", {**NOISES[noise], "evals.interval": DENSITIES[density],
                                    **overrides})
@@ -77,7 +77,7 @@ def corpus_rows(detectors: Sequence[str], max_runs: int | None) -> pd.DataFrame:
 
 
 def measure(detectors: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
-            overrides: dict[str, object] | None = None,
+            overrides: Mapping[str, object] | None = None,
             corpus_runs: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(simulated rows, corpus rows): every run, with a progress bar, seeds in parallel."""
     from joblib import Parallel, delayed

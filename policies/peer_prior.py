@@ -34,7 +34,6 @@ Name: `PeerPrior-<alpha>`, e.g. `PeerPrior-0.05`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import logsumexp
@@ -46,6 +45,7 @@ from .detector import stop
 from .registry import register_detector
 from .trend_test import (
     MIN_RHO_PAIRS,
+    Floats,
     Peers,
     TrendTest,
     lag_moments,
@@ -68,7 +68,7 @@ def smooth(scores: np.ndarray) -> np.ndarray:
     return inner
 
 
-def hindsight_label(scores: Sequence[float], sigma: float) -> bool:
+def hindsight_label(scores: Floats, sigma: float) -> bool:
     """True (declining) when the mean of the last fifth of the evals (at least 2) lies more than
     LABEL_Z standard errors below the best three-eval moving average of the earlier ones."""
     s = np.asarray(scores, dtype=float)

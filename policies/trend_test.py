@@ -62,6 +62,8 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from .detector import DetectorBase, stop
 from .registry import register_detector
 
+Floats = Sequence[float] | np.ndarray   # an eval history: a view's tuple or an array
+
 MIN_EVALS = 4            # two second differences for the noise, a segment of three
 MIN_SEGMENT = 3          # a slope with one eval left out needs two
 CLIP = 2.5               # how far (in sigma) one eval may pull the trend of the others
@@ -179,7 +181,7 @@ def rho_from_lags(var: float, cov1: float, cov2: float) -> float:
     return float(np.interp(r, (m1 - m2) / (m0 - m2), g)) if r > -1.0 else 0.0
 
 
-def lag_moments(scores: Sequence[float]) -> np.ndarray:
+def lag_moments(scores: Floats) -> np.ndarray:
     """Sums of d_i^2, d_i d_(i+1), d_i d_(i+2) over the second differences d, and their count."""
     d = np.diff(np.asarray(scores, dtype=float), n=2)
     if len(d) < 3:
@@ -198,7 +200,7 @@ class Peers:
         self.lags = np.zeros(4)
         self._prior: tuple[float, int] | None = None
 
-    def add(self, scores: Sequence[float]) -> None:
+    def add(self, scores: Floats) -> None:
         d = np.diff(np.asarray(scores, dtype=float), n=2)
         self.d2.extend(d.tolist())
         if len(d) >= 2 and d @ d > 0:
@@ -236,7 +238,7 @@ class Evidence(NamedTuple):
     looks: int
 
 
-def trend_evidence(scores: Sequence[float], progress: Sequence[float], alpha: float,
+def trend_evidence(scores: Floats, progress: Floats, alpha: float,
                    peers: Peers | None = None) -> Evidence | None:
     """The test after the last of `scores`; None before MIN_EVALS or with no noise to see."""
     s = np.asarray(scores, dtype=float)
@@ -260,7 +262,7 @@ def trend_evidence(scores: Sequence[float], progress: Sequence[float], alpha: fl
     return Evidence(p, threshold(looks, d0, spend), math.sqrt(var), rho, looks)
 
 
-def horizon(progress: Sequence[float], n: int, alpha: float) -> tuple[int, float]:
+def horizon(progress: Floats, n: int, alpha: float) -> tuple[int, float]:
     """(looks to calibrate for, alpha to spend): the run's evals from progress when usable,
     else the doubling epoch that holds look n, which spends alpha / 2^(epoch + 1)."""
     p = np.asarray(progress, dtype=float)[:n]
@@ -271,7 +273,8 @@ def horizon(progress: Sequence[float], n: int, alpha: float) -> tuple[int, float
 
 
 class TrendTest(DetectorBase):
-    needs = ("evals", "runs")   # progress sharpens the horizon; without it, epochs (`horizon`)
+    # progress sharpens the horizon; without it the budget is spent over epochs (`horizon`)
+    needs: tuple[str, ...] = ("evals", "runs")
 
     def __init__(self, alpha: float = 0.05) -> None:
         if not 0.0 < alpha < 1.0:
