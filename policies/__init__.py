@@ -32,5 +32,8 @@ from .cusum import CUSUM  # noqa: E402
 from .decline_test import DeclineTest  # noqa: E402
 from .median_pruner import MedianPruner  # noqa: E402
 from .patience import Patience  # noqa: E402
+from .peer_prior import PeerPrior  # noqa: E402
+from .trend_test import TrendTest  # noqa: E402
 
-__all__ += ["BOCPD", "CUSUM", "DeclineTest", "MedianPruner", "Patience"]
+__all__ += ["BOCPD", "CUSUM", "DeclineTest", "MedianPruner", "Patience", "PeerPrior",
+            "TrendTest"]

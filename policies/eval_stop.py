@@ -3,10 +3,16 @@
 A decline is a score below the previous one (variant "best": below the previous one and below
 the best before it). Any non-decline resets the count. k differs by type: RLHF 2, DPO 3; LoRA is
 not monitored. The rule needs no per-job state: the count is read off the view's eval history.
+
+The paper tuned k for 7-20 evals per run; with more, k consecutive declines happen by noise
+alone on healthy runs, so the reference engine logs one warning per detector (per run or
+monitor; `reset()` re-arms it) the first time a job passes PAPER_MAX_EVALS. A warning only:
+decisions do not change.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -18,6 +24,9 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from .detector import DetectorBase, monitored, stop
 
 __all__ = ["EvalStop", "decline_count"]
+
+log = logging.getLogger(__name__)
+PAPER_MAX_EVALS = 20   # the paper's regime: 7-20 evals per run
 
 
 class EvalStop(DetectorBase):
@@ -39,16 +48,25 @@ class EvalStop(DetectorBase):
         self.k = {"rlhf": k_rlhf, "dpo": k_dpo if k_dpo is not None else k_rlhf + 1}
         self.variant = variant
         self.name = f"EvalStop-{k_rlhf}" + ("-best" if variant == "best" else "")
+        self._warned = False
 
     def native_rule(self) -> dict[str, Any] | None:
         return {"rule": RULE_DECLINES, "monitored": monitored(self.types, self.k),
                 "best_variant": self.variant == "best"}
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        if not self._warned and len(job.eval_scores) > PAPER_MAX_EVALS:
+            self._warned = True
+            log.warning("%s: a run has more than %d evals, past the paper's regime (7-20), "
+                        "where k consecutive declines also stop healthy runs; consider "
+                        "TrendTest-0.05", self.name, PAPER_MAX_EVALS)
         declines = rules.declines(job.eval_scores, self.k[job.job_type], self.variant == "best")
         if not math.isnan(declines):
             return stop(self.reason(job.job_type, declines))
         return CONTINUE
+
+    def reset(self) -> None:
+        self._warned = False
 
     def reason(self, job_type: str, declines: float) -> str:
         return f"{int(declines)} consecutive eval declines (k={self.k[job_type]})"

@@ -159,3 +159,28 @@ def test_with_every_step_alike_the_rate_reveals_the_duration_exactly(small_confi
     errors = duration_errors(steady, seeds=(3,))
     everything = [e for (_, name), errs in errors.items() if name == "mean rate" for e in errs]
     assert len(everything) > 100 and float(np.median(everything)) < 1e-12
+
+
+@pytest.mark.parametrize("name", ["PeerPrior-0.05", "TrendTest-0.05", "MedianPruner"])
+def test_detectors_that_learn_from_ended_runs_see_only_views(small_config, name):
+    """A detector that learns from peers gets views (no label) at checks and at ends, and its
+    own source never names the hidden label."""
+    import inspect
+
+    from evalstop_gym.policies import make_detector
+
+    detector = make_detector(name)
+    assert "is_hacking" not in inspect.getsource(inspect.getmodule(type(detector)))
+    cluster = Cluster(small_config, generate_workload(small_config, 5))
+    ended = 0
+    while (req := cluster.next_decision()) is not None:
+        assert_clean(req)
+        if isinstance(req, CheckRequest):
+            cluster.answer_check(detector.decide(req.job, req.cluster))
+        else:
+            cluster.answer_schedule(SRTFEst().schedule(req.cluster, req.waiting, req.running))
+        for view in cluster.pop_finished():
+            assert_clean(view)
+            detector.on_job_end(view)
+            ended += 1
+    assert ended == small_config.workload.n_jobs

@@ -1,0 +1,208 @@
+"""Which detector should be the default? Every candidate on E2 and on the corpus's healthy runs.
+
+    python -m evalstop_gym.benchmarks.which_detector [--out DIR] [--seeds 42 123 ...]
+        [--n-jobs 2] [--beyond BEYOND.md] [--quick]
+
+Simulated: E2 (SRTF-Est base) at eval noise sigma 0.05 (Gaussian) and under AR(1) rho 0.5 sigma
+0.1, with evals every 5%, 10%, 15% and at the corpus's native density (1/60), per detector:
+recall, recall before completion, GPU-minutes saved per run, FPR over healthy RLHF jobs; beside
+them the Bayes oracle's recall (`benchmarks.oracle`, which knows the generative model) and each
+detector's share of it. Real: the corpus's healthy runs, replayed at each density (leave one
+out peers for the detectors that learn from runs; `benchmarks.corpus.scoring`), and the share a
+detector stops. The recommendation is the detector with the best mean Gaussian recall among those
+whose corpus false stops stay within `MAX_CORPUS_FALSE_STOPS` and whose AR(1) FPR stays within
+`MAX_AR1_FPR` at every density. `--beyond` replaces the section between BEYOND.md's markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evalstop_gym.policies import SRTFEst, make_detector
+from evalstop_gym.simulate import resolve_config, simulate
+from evalstop_gym.traces.corpus import FAMILIES, load_family
+
+from .corpus.scoring import score_run
+from .durable import write_csv
+from .oracle import BayesOracle
+
+log = logging.getLogger(__name__)
+
+DETECTORS = ("EvalStop-2", "Patience-3", "BOCPD-0.5", "DeclineTest-0.05", "TrendTest-0.05",
+             "PeerPrior-0.05")
+ORACLE = "Oracle"
+DENSITIES = {"5%": 0.05, "10%": 0.10, "15%": 0.15, "native": 1.0 / 60.0}
+NOISES = {"gauss": {"noise.model": "gaussian", "noise.sigma": 0.05},
+          "ar1": {"noise.model": "ar1", "noise.rho": 0.5, "noise.sigma": 0.10}}
+SEEDS = (42, 123, 456, 789, 1024)
+MAX_CORPUS_FALSE_STOPS = 0.02
+MAX_AR1_FPR = 0.05
+START, END = "<!-- which-detector:start -->", "<!-- which-detector:end -->"
+
+
+def sim_row(detector: str, noise: str, density: str, seed: int,
+            overrides: Mapping[str, object]) -> dict[str, object]:
+    """One simulated E2 run of `detector` over SRTF-Est."""
+    config = resolve_config("e2", {**NOISES[noise], "evals.interval": DENSITIES[density],
+                                   **overrides})
+    det = BayesOracle(config) if detector == ORACLE else make_detector(detector)
+    result = simulate(config, det + SRTFEst(), seed)
+    m = result.metrics
+    return {"detector": detector, "noise": noise, "density": density, "seed": seed,
+            "recall": m["recall"], "recall_early": m["recall_early"], "fpr": m["fpr"],
+            "gpu_min_saved": sum(r["saved_gpu_minutes"] for r in result.records)}
+
+
+def corpus_rows(detectors: Sequence[str], max_runs: int | None) -> pd.DataFrame:
+    """Each detector on each healthy corpus run (the first `max_runs` of each family) at each
+    density, with the family's other runs (healthy or not) as finished peers."""
+    rows = []
+    for family in FAMILIES:
+        runs = load_family(family)
+        chosen = [i for i, r in enumerate(runs) if not r.declines][:max_runs]
+        for density, interval in ((d, DENSITIES[d] if d != "native" else None)
+                                  for d in DENSITIES):
+            for name in detectors:
+                for i in chosen:
+                    row = score_run(name, runs[i], runs[:i] + runs[i + 1:], interval)
+                    rows.append({"density": density, **row})
+    return pd.DataFrame(rows)
+
+
+def measure(detectors: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
+            overrides: Mapping[str, object] | None = None,
+            corpus_runs: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(simulated rows, corpus rows): every run, with a progress bar, seeds in parallel."""
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    tasks = [(d, n, dens, s) for n in NOISES for dens in DENSITIES
+             for d in [*detectors, ORACLE] for s in seeds]
+    run = Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(sim_row)(*t, overrides or {}) for t in tasks)
+    sim = pd.DataFrame(list(tqdm(run, total=len(tasks), desc="simulated runs")))
+    log.info("scoring the corpus's healthy runs")
+    corpus = corpus_rows(detectors, corpus_runs)
+    return sim, corpus
+
+
+def summarise(sim: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
+    """One row per (density, detector): the means over seeds and the corpus's false stops."""
+    mean = sim.groupby(["noise", "density", "detector"], sort=False)[
+        ["recall", "recall_early", "fpr", "gpu_min_saved"]].mean()
+    rows = []
+    for density in DENSITIES:
+        oracle = mean.loc[("gauss", density, ORACLE), "recall"]
+        for det in mean.index.get_level_values("detector").unique():
+            g, a = mean.loc[("gauss", density, det)], mean.loc[("ar1", density, det)]
+            stops = corpus[(corpus.density == density) & (corpus.detector == det)]["stopped"]
+            rows.append({"density": density, "detector": det, "recall": g.recall,
+                         "recall_early": g.recall_early, "gpu_min_saved": g.gpu_min_saved,
+                         "fpr": g.fpr, "ar1_recall": a.recall, "ar1_fpr": a.fpr,
+                         "corpus_false_stops": stops.mean() if len(stops) else np.nan,
+                         "oracle_recall": oracle,
+                         "share_of_oracle": g.recall / oracle if oracle > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def recommend(summary: pd.DataFrame) -> tuple[str | None, str]:
+    """The best mean Gaussian recall among detectors safe at every density; and why."""
+    real = summary[summary.detector != ORACLE]
+    safe = real.groupby("detector").filter(
+        lambda g: bool((g.corpus_false_stops <= MAX_CORPUS_FALSE_STOPS).all()
+                       and (g.ar1_fpr <= MAX_AR1_FPR).all()))
+    if safe.empty:
+        return None, (f"no detector kept corpus false stops <= {MAX_CORPUS_FALSE_STOPS:.0%} and "
+                      f"AR(1) FPR <= {MAX_AR1_FPR:.0%} at every density")
+    best = safe.groupby("detector")["recall"].mean().sort_values(ascending=False)
+    return str(best.index[0]), (
+        f"of the detectors whose false stops of the corpus's healthy runs stay <= "
+        f"{MAX_CORPUS_FALSE_STOPS:.0%} and whose AR(1) FPR stays <= {MAX_AR1_FPR:.0%} at every "
+        f"density ({', '.join(best.index)}), it has the best mean recall ({best.iloc[0]:.1%})")
+
+
+def pct(x: float) -> str:
+    return "n/a" if pd.isna(x) else f"{100 * x:.1f}%"
+
+
+def render(summary: pd.DataFrame, seeds: Sequence[int], corpus_runs: int | None) -> str:
+    """The `## Which detector?` section, markers included."""
+    name, why = recommend(summary)
+    lines = [START, "## Which detector?", "",
+             f"Generated by `python -m evalstop_gym.benchmarks.which_detector` over seeds "
+             f"{', '.join(map(str, seeds))}; do not edit by hand. E2 over SRTF-Est; recall, "
+             "before-completion recall (early), GPU-minutes saved per run and FPR (healthy RLHF "
+             "jobs) at Gaussian sigma 0.05; AR(1) rho 0.5 sigma 0.1 recall and FPR; false stops "
+             "of the corpus's healthy runs"
+             + (f" (the first {corpus_runs} of each family)" if corpus_runs else "")
+             + "; the Bayes oracle (knows the generative model; `benchmarks/oracle.py`) and each "
+             "detector's share of its recall.", ""]
+    for density in DENSITIES:
+        lines += [f"### Evals every {density}" if density != "native"
+                  else "### Native density (1/60)", "",
+                  "| detector | recall | early | GPU-min saved | FPR | AR(1) recall | AR(1) FPR "
+                  "| corpus false stops | oracle recall | share of oracle |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in summary[summary.density == density].itertuples():
+            lines.append(f"| {r.detector} | {pct(r.recall)} | {pct(r.recall_early)} | "
+                         f"{r.gpu_min_saved:.0f} | {pct(r.fpr)} | {pct(r.ar1_recall)} | "
+                         f"{pct(r.ar1_fpr)} | {pct(r.corpus_false_stops)} | "
+                         f"{pct(r.oracle_recall)} | {pct(r.share_of_oracle)} |")
+        lines.append("")
+    lines += [f"**Recommendation:** `{name}`: {why}." if name else f"**Recommendation:** none: "
+              f"{why}.", END]
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(text: str, section: str) -> str:
+    """`text` with the marked section replaced by `section` (appended when unmarked)."""
+    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END) + "\n?", re.S)
+    if pattern.search(text):
+        return pattern.sub(lambda _: section, text, count=1)
+    return text.rstrip("\n") + "\n\n" + section
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m evalstop_gym.benchmarks.which_detector",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=Path("results/which_detector"),
+                   help="folder for the rows (CSV) and the section (markdown)")
+    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    p.add_argument("--n-jobs", type=int, default=1, help="parallel runs (joblib), >= 1")
+    p.add_argument("--detectors", nargs="+", default=list(DETECTORS))
+    p.add_argument("--beyond", type=Path, help="BEYOND.md to write the section into")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny settings for tests: 40 jobs, 3 healthy corpus runs per family")
+    args = p.parse_args(argv)
+    if args.n_jobs < 1:
+        p.error(f"--n-jobs must be >= 1, got {args.n_jobs}")
+    if any(s < 0 for s in args.seeds):
+        p.error("--seeds must be integers >= 0")
+    for name in args.detectors:
+        make_detector(name)   # a bad name fails here, in one line, before any run
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    overrides = {"workload.n_jobs": 40} if args.quick else {}
+    corpus_runs = 3 if args.quick else None
+    sim, corpus = measure(args.detectors, args.seeds, args.n_jobs, overrides, corpus_runs)
+    summary = summarise(sim, corpus)
+    section = render(summary, args.seeds, corpus_runs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(sim, args.out / "simulated.csv")
+    write_csv(corpus, args.out / "corpus.csv")
+    write_csv(summary, args.out / "summary.csv")
+    (args.out / "which_detector.md").write_text(section)
+    if args.beyond is not None:
+        args.beyond.write_text(replace_section(args.beyond.read_text(), section))
+    log.info("%s", section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""PeerPrior-<alpha>: stop a run whose curve looks like the group's declining runs, not its healthy.
+
+What it learns, and from what. Every run of the group that ends with its whole curve (last eval
+at progress 1; the simulator's ended jobs, a `MonitorGroup`, `replay --group-by`, as MedianPruner
+learns) is labelled in hindsight from that curve alone, by a documented rule (`hindsight_label`):
+declining if its last fifth (at least two evals) averages more than `LABEL_Z` noise standard
+errors below its best three-eval moving average, else healthy. No hidden label is read: a job's
+view carries none. The run's curve, smoothed by a three-eval moving average, joins its label's
+library of shapes (per job type).
+
+The test. For a running job with evals s_1..s_n at progress p_1..p_n, each shape t of a library
+is read at those progresses and fitted as a + b t(p) (least squares, b >= 0: any level, any
+positive gain, so the metric's units and offset do not matter); its likelihood is Gaussian with
+the job's noise (TrendTest's estimate, shrunk toward the group's, and its AR(1) rho_hat, by
+which residuals are prewhitened), widened for the shape's own smoothed noise. A label's
+likelihood is the mean over its shapes; the job is stopped when the log ratio declining :
+healthy passes the threshold.
+
+The threshold, and its guarantee. log(1 / alpha) (Ville: were the healthy shapes draws of the
+process that makes healthy runs, the ratio would be a nonnegative martingale under a healthy run,
+passing 1 / alpha with probability at most alpha), lowered, once m >= 1 / alpha - 1 healthy
+peers exist, to the k-th largest (k = floor(alpha (m + 1))) of the healthy peers' own largest
+log ratios, each replayed against the library without its own shape: conformal, so a new
+healthy run exchangeable with the healthy peers passes it with probability at most alpha. It
+holds as far as the hindsight-healthy peers represent the healthy runs: a healthy run unlike
+every healthy peer (a new shape, a new density) can look declining, and a declining run
+labelled healthy only raises the threshold. Until the library holds `MIN_PEERS` shapes of each
+label (and for job types with none) it falls back to TrendTest-<alpha>, whose budget needs no
+peers. The hindsight label widens its noise for AR(1) (rho_hat, on runs of FINE_EVALS evals or
+more: on coarser ones curvature passes for autocorrelation).
+Name: `PeerPrior-<alpha>`, e.g. `PeerPrior-0.05`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import logsumexp
+
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import stop
+from .registry import register_detector
+from .trend_test import (
+    MIN_RHO_PAIRS,
+    Floats,
+    Peers,
+    TrendTest,
+    lag_moments,
+    rho_from_lags,
+    trend_evidence,
+)
+
+MIN_PEERS = 5       # shapes of each label before the likelihood ratio decides
+LABEL_Z = 3.0       # hindsight: the final level this many standard errors below the best
+FINE_EVALS = 20     # runs with fewer evals are labelled without the AR(1) widening
+
+
+def smooth(scores: np.ndarray) -> np.ndarray:
+    """A three-eval moving average (the ends average two), which thins a shape's noise ~3x."""
+    if len(scores) < 3:
+        return scores.copy()
+    padded = np.concatenate([scores[:1], scores, scores[-1:]])
+    inner = (padded[:-2] + padded[1:-1] + padded[2:]) / 3.0
+    inner[0], inner[-1] = (scores[0] + scores[1]) / 2.0, (scores[-2] + scores[-1]) / 2.0
+    return inner
+
+
+def hindsight_label(scores: Floats, sigma: float) -> bool:
+    """True (declining) when the mean of the last fifth of the evals (at least 2) lies more than
+    LABEL_Z standard errors below the best three-eval moving average of the earlier ones."""
+    s = np.asarray(scores, dtype=float)
+    w = max(2, len(s) // 5)
+    if len(s) < w + 3 or not sigma > 0:
+        return False
+    best = float(np.max(np.convolve(s[:-w], np.ones(3) / 3.0, mode="valid")))
+    return best - float(s[-w:].mean()) > LABEL_Z * sigma * math.sqrt(1.0 / 3.0 + 1.0 / w)
+
+
+class Library:
+    """The smoothed shapes of one job type's finished runs, by hindsight label (and the healthy
+    runs' own evals, which calibrate the threshold)."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[bool, list[tuple[np.ndarray, np.ndarray]]] = {True: [], False: []}
+        self.healthy_runs: list[tuple[np.ndarray, np.ndarray]] = []
+        self._read: dict[tuple[bool, bytes], np.ndarray] = {}
+        self.threshold: tuple[int, float] | None = None   # (healthy runs it was read from, it)
+
+    def add(self, progress: np.ndarray, scores: np.ndarray, declining: bool) -> None:
+        self.shapes[declining].append((progress, smooth(scores)))
+        if not declining:
+            self.healthy_runs.append((progress, scores))
+        self._read.clear()
+
+    def ready(self) -> bool:
+        return all(len(v) >= MIN_PEERS for v in self.shapes.values())
+
+    def read(self, declining: bool, progress: np.ndarray) -> np.ndarray:
+        """Every shape of a label at `progress` (shapes x evals), memoised per eval schedule."""
+        key = (declining, progress.tobytes())
+        if key not in self._read:
+            self._read[key] = np.array([np.interp(progress, p, s)
+                                        for p, s in self.shapes[declining]])
+        return self._read[key]
+
+
+def whiten(v: np.ndarray, rho: float) -> np.ndarray:
+    """The AR(1) prewhitening filter along the last axis (the identity at rho 0)."""
+    out = v.copy()
+    out[..., 1:] -= rho * v[..., :-1]
+    out[..., 0] *= math.sqrt(1.0 - rho * rho)
+    return out
+
+
+def shape_log_likelihoods(shapes: np.ndarray, scores: np.ndarray, sigma: float,
+                          rho: float = 0.0) -> np.ndarray:
+    """Per shape, the Gaussian log likelihood of `scores` = a + b shape + noise, with a and
+    b >= 0 fitted per shape (generalised least squares under AR(1) noise of correlation rho,
+    innovation sd sigma sqrt(1 - rho^2)) and the shape's own smoothed noise (sigma^2 / 3 per
+    point, scaled by b^2) added to the noise variance."""
+    n = scores.shape[0]
+    c = whiten(np.ones(n), rho)
+    zt, zy = whiten(shapes, rho), whiten(scores, rho)
+    tc = zt - np.outer(zt @ c, c) / (c @ c)
+    yc = zy - c * (zy @ c) / (c @ c)
+    sxx = (tc * tc).sum(1)
+    b = np.where(sxx > 0, np.maximum((tc @ yc) / np.where(sxx > 0, sxx, 1.0), 0.0), 0.0)
+    rss = ((yc[None, :] - b[:, None] * tc) ** 2).sum(1)
+    var = sigma * sigma * (1.0 - rho * rho) * (1.0 + b * b / 3.0)
+    return -0.5 * rss / var - 0.5 * n * np.log(var)
+
+
+def marginal_sigma(sigma_d2: float, rho: float) -> float:
+    """The noise sd when second differences (which see 6 - 8 rho + 2 rho^2 of 6) gave sigma_d2."""
+    return sigma_d2 * math.sqrt(6.0 / (6.0 - 8.0 * rho + 2.0 * rho**2))
+
+
+def log_mean_exp(ll: np.ndarray) -> float:
+    return float(logsumexp(ll) - math.log(len(ll)))
+
+
+class PeerPrior(TrendTest):
+    needs = ("evals", "progress", "runs")
+
+    def __init__(self, alpha: float = 0.05) -> None:
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"PeerPrior: alpha must be in (0, 1), got {alpha}")
+        super().__init__(alpha)
+        self.name = f"PeerPrior-{alpha:g}"
+        self.libraries: dict[str, Library] = {}
+
+    def log_ratio(self, job: SchedulerJobView) -> float | None:
+        """log LR declining : healthy after the job's latest eval; None while it falls back."""
+        lib = self.libraries.get(job.job_type)
+        ev = self.evidence(job)
+        if lib is None or not lib.ready() or ev is None:
+            return None
+        progress = np.asarray(job.eval_progress, dtype=float)
+        scores = np.asarray(job.eval_scores, dtype=float)
+        sigma, rho = marginal_sigma(ev.sigma, ev.rho), ev.rho
+        return (log_mean_exp(shape_log_likelihoods(lib.read(True, progress), scores, sigma, rho))
+                - log_mean_exp(shape_log_likelihoods(lib.read(False, progress), scores, sigma,
+                                                     rho)))
+
+    def threshold_for(self, job_type: str) -> float:
+        """The log-ratio threshold: log(1 / alpha) (Ville), lowered to the k-th largest of the
+        healthy peers' own largest log ratios, each replayed against the library without its own
+        shape, k = floor(alpha (m + 1)) of m (conformal: a new healthy run exchangeable with them
+        passes it with probability at most alpha). Recomputed as the healthy library grows 10%."""
+        lib = self.libraries[job_type]
+        m = len(lib.healthy_runs)
+        k = math.floor(self.alpha * (m + 1))
+        if k < 1:
+            return math.log(1.0 / self.alpha)
+        if lib.threshold is None or m >= 1.1 * lib.threshold[0]:
+            peaks = sorted((self.replayed_peak(lib, job_type, i) for i in range(m)), reverse=True)
+            lib.threshold = (m, min(math.log(1.0 / self.alpha), peaks[k - 1]))
+        return lib.threshold[1]
+
+    def replayed_peak(self, lib: Library, job_type: str, i: int) -> float:
+        """Healthy peer i's largest log ratio over its looks, its own shape left out."""
+        progress, scores = lib.healthy_runs[i]
+        peers = self.peers.get(job_type)
+        peak = -math.inf
+        for n in range(4, len(scores) + 1):
+            ev = trend_evidence(scores[:n], progress[:n], self.alpha, peers)
+            if ev is None:
+                continue
+            sigma = marginal_sigma(ev.sigma, ev.rho)
+            healthy = shape_log_likelihoods(lib.read(False, progress[:n]), scores[:n], sigma,
+                                            ev.rho)
+            decl = shape_log_likelihoods(lib.read(True, progress[:n]), scores[:n], sigma, ev.rho)
+            peak = max(peak, log_mean_exp(decl) - log_mean_exp(np.delete(healthy, i)))
+        return peak
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        ratio = self.log_ratio(job)
+        if ratio is None:
+            return super()._decide(job, cluster)
+        bound = self.threshold_for(job.job_type)
+        if ratio > bound:
+            return stop(f"curve like the group's declining runs: log likelihood ratio "
+                        f"{ratio:.3g} past {bound:.3g} (alpha={self.alpha:g})")
+        return CONTINUE
+
+    def on_job_end(self, job: SchedulerJobView) -> None:
+        super().on_job_end(job)
+        progress = np.asarray(job.eval_progress, dtype=float)
+        if job.job_type not in self.types or len(progress) < 4 or progress[-1] < 1.0 - 1e-9:
+            return
+        scores = np.asarray(job.eval_scores, dtype=float)
+        sigma = self.group_sigma(job.job_type, scores)
+        lib = self.libraries.setdefault(job.job_type, Library())
+        lib.add(progress, scores, hindsight_label(scores, sigma))
+
+    def group_sigma(self, job_type: str, scores: np.ndarray) -> float:
+        """The noise of a block mean's eval, for the hindsight label: the group's (the peers'
+        pooled mean square) once known, else the run's own; under AR(1) (rho_hat from the pooled
+        lag moments, as TrendTest, on runs of FINE_EVALS evals or more) widened by what second
+        differences miss and what a block mean keeps,
+        sqrt(6 / (6 - 8 rho + 2 rho^2) (1 + rho) / (1 - rho)).
+        """
+        peers = self.peers.get(job_type, Peers())
+        s0, d0 = peers.prior()
+        d = np.diff(scores, n=2)
+        sigma = math.sqrt(s0) if d0 else (float(np.sqrt(d @ d / (6.0 * len(d)))) if len(d)
+                                          else 0.0)
+        lags = peers.lags + lag_moments(scores)
+        fine = len(scores) >= FINE_EVALS     # coarser, curvature passes for autocorrelation
+        rho = rho_from_lags(*lags[:3]) if fine and lags[3] >= MIN_RHO_PAIRS else 0.0
+        return marginal_sigma(sigma, rho) * math.sqrt((1 + rho) / (1 - rho))
+
+    def reset(self) -> None:
+        super().reset()
+        self.libraries.clear()
+
+
+def _factory(args: list[str]) -> PeerPrior:
+    return PeerPrior(float(args[0]) if args else 0.05)
+
+
+register_detector("PeerPrior", _factory)

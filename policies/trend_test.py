@@ -1,0 +1,309 @@
+"""TrendTest-<alpha>: stop a run on a sustained decline since its best, with an exact budget.
+
+The statistic. After n evals s_1..s_n the segment runs from the best eval so far (the first
+argmax; at most the last `WINDOW` evals) to the latest. Its least-squares slope over the eval
+index is taken with each one of its evals in turn pulled to within CLIP sigma_hat of the line
+through the others, and the least declining of those slopes is kept, in units of its standard
+error sigma_hat / sqrt(Sxx): a decline must hold with any single eval tamed, so one outlier (a
+high best, a low latest) never decides alone.
+The t is turned into a per-look p-value p_n with Student's t at the noise estimate's degrees of
+freedom (that only balances looks of different df; the guarantee comes from the threshold).
+
+The threshold, by simulation. Under the null (a flat true curve, i.i.d. Gaussian noise) the
+whole procedure, noise estimate included, is simulated for H looks (`null_min_p`: a fixed seed,
+memoised per (looks, prior df) on first use, a fraction of a second for tens of looks), and the
+stop threshold q is the alpha-quantile of min_n p_n over those paths, taken 1.5 Monte Carlo
+standard errors below alpha. A run is stopped at the first look with p_n < q, so a run whose
+true curve is flat is stopped with probability at most alpha over its whole life: no union bound
+over looks. A rising or plateauing curve only moves the best earlier and the latest evals up,
+which lowers the evidence (the property tests check flat and plateau curves at 5..300 looks).
+H is the run's number of evals, read off progress (the largest i / p_i so far, rounded up to a
+grid, so a guess too high only makes the test stricter); without usable progress, looks 1..8,
+9..16, 17..32, ... spend alpha/2, alpha/4, ... of the budget, each at the threshold of its
+epoch's last look.
+
+The noise. sigma_hat^2 is the run's own mean square of second differences over 6 (second
+differences cancel a locally linear trend), with Satterthwaite's degrees of freedom, shrunk
+toward a prior as limma does: (d0 s0^2 + nu s^2) / (d0 + nu). The prior comes from the group's
+ended runs of the same type (`on_job_end`: the simulator's ended jobs, a `MonitorGroup`,
+`replay --group-by`): s0^2 their pooled mean square, d0 fitted to how much their variances
+differ (runs whose noise differs, as real runs' does, give a weak prior), rounded down to
+`PRIOR_DF_BINS` (at most 256, so the run's own evals always count). The default without
+peers is d0 = 0: the run's own estimate alone. Every quantity is a ratio of score differences,
+so the test is invariant to the metric's units and offset.
+
+Assumptions and where it breaks. Eval noise roughly Gaussian and, as calibrated, independent.
+Positively autocorrelated noise (AR(1), a drifting eval set) makes second differences
+underestimate the noise and a slope's error larger than i.i.d. theory says; the test estimates
+rho from the lag-1 and lag-2 moments of second differences (the run's own and its peers',
+pooled, once `MIN_RHO_PAIRS` triples exist; a form that cancels a smooth curve's curvature)
+and widens the standard error by the exact AR(1) factor for the segment: it estimates rho and
+widens, it does not recalibrate, so under AR(1) the budget holds only approximately. With few
+evals and no peers rho cannot be seen and false stops exceed alpha under AR(1); curvature
+near a peak and outliers only inflate sigma_hat and rho_hat, which makes the test more
+cautious. Safe at any density from 4 evals on.
+Name: `TrendTest-<alpha>`, e.g. `TrendTest-0.05`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import polygamma, stdtr
+
+from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+
+from .detector import DetectorBase, stop
+from .registry import register_detector
+
+Floats = Sequence[float] | np.ndarray   # an eval history: a view's tuple or an array
+
+MIN_EVALS = 4            # two second differences for the noise, a segment of three
+MIN_SEGMENT = 3          # a slope with one eval left out needs two
+CLIP = 2.5               # how far (in sigma) one eval may pull the trend of the others
+WINDOW = 32              # the segment's longest reach back (keeps a look O(WINDOW))
+PRIOR_DF_BINS = (0, 16, 64, 256)
+MIN_RHO_PAIRS = 20
+PATHS = 8000             # null paths per calibration (half that past 64 looks: a look costs more)
+SEED = 20_261_201
+MIN_PEER_RUNS = 3        # runs before the group's noise is a prior
+
+
+def satterthwaite_df(k: int) -> float:
+    """Degrees of freedom of the mean square of k second differences of i.i.d. noise (they
+    correlate -4/6 at lag 1 and 1/6 at lag 2)."""
+    return k * k / (k + 2.0 * (k - 1) * (16.0 / 36.0) + 2.0 * max(k - 2, 0) * (1.0 / 36.0))
+
+
+def horizon_grid(n: int) -> int:
+    """`n` rounded up to the calibration grid: exact to 24, then steps of an eighth of a power
+    of two (a few tables serve every run)."""
+    if n <= 24:
+        return max(n, MIN_EVALS)
+    step = 2 ** (math.floor(math.log2(n)) - 3)
+    return int(math.ceil(n / step) * step)
+
+
+def loo_trend_t(values: np.ndarray, valid: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Per row: the decline's t (-slope sqrt(Sxx) / sigma) with each eval in turn pulled to
+    within CLIP sigma of the line through the others, the least of those; rows with fewer than
+    MIN_SEGMENT values give -inf. `values` (rows x width) hold each segment right-aligned,
+    `valid` marks its cells, `sigma` is each row's noise estimate."""
+    w = valid.astype(float)
+    x = np.arange(values.shape[1], dtype=float) - values.shape[1]
+    y = np.where(valid, values, 0.0)
+    s0, sx, sy = w.sum(1, keepdims=True), (w * x).sum(1, keepdims=True), y.sum(1, keepdims=True)
+    sxx, sxy = (w * x * x).sum(1, keepdims=True), (y * x).sum(1, keepdims=True)
+    n1, sx1, sy1, sxx1, sxy1 = s0 - 1.0, sx - x, sy - y, sxx - x * x, sxy - x * y
+    cxx = sxx - sx * sx / s0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope1 = (sxy1 - sx1 * sy1 / n1) / (sxx1 - sx1 * sx1 / n1)
+        line = (sy1 - slope1 * sx1) / n1 + slope1 * x     # the others' line at the left-out x
+        bound = CLIP * sigma[:, None]
+        pulled = line + np.clip(y - line, -bound, bound)
+        slope = (sxy1 + x * pulled - sx * (sy1 + pulled) / s0) / cxx
+        t = -slope * np.sqrt(cxx) / sigma[:, None]
+    t = np.where(valid & np.isfinite(t), t, np.inf).min(1)
+    return np.where(s0[:, 0] >= MIN_SEGMENT, t, -np.inf)
+
+
+def segment(scores: np.ndarray, n: int, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows' evals start..n-1 (start at most WINDOW back), right-aligned in a WINDOW-wide array."""
+    width = min(WINDOW, n)
+    pos = n - width + np.arange(width)
+    valid = pos[None, :] >= np.maximum(start, n - width)[:, None]
+    return scores[:, pos], valid
+
+
+@functools.lru_cache(maxsize=64)
+def null_min_p(looks: int, prior_df: int) -> np.ndarray:
+    """Sorted min over looks of p_n on PATHS flat-curve runs of `looks` evals (sigma 1), the
+    prior's variance drawn as chi2(d0) / d0: the distribution the threshold is read from."""
+    m = paths(looks)
+    rng = np.random.default_rng([SEED, looks, prior_df])
+    y = rng.standard_normal((m, looks))
+    s0 = rng.chisquare(prior_df, m) / prior_df if prior_df else np.zeros(m)
+    d2 = np.zeros(m)
+    best = np.zeros(m, dtype=int)
+    min_p = np.ones(m)
+    for n in range(1, looks + 1):
+        best = np.where(y[:, n - 1] > y[np.arange(m), best], n - 1, best)
+        if n >= 3:
+            d2 += (y[:, n - 1] - 2.0 * y[:, n - 2] + y[:, n - 3]) ** 2
+        if n < MIN_EVALS:
+            continue
+        nu = satterthwaite_df(n - 2)
+        var = (prior_df * s0 + nu * d2 / (6.0 * (n - 2))) / (prior_df + nu)
+        t = loo_trend_t(*segment(y, n, best), np.sqrt(var))
+        min_p = np.minimum(min_p, stdtr(prior_df + nu, -t))
+    return np.sort(min_p)
+
+
+def threshold(looks: int, prior_df: int, alpha: float) -> float:
+    """The p-value below which a run of `looks` evals is stopped (see the module docstring)."""
+    table = null_min_p(horizon_grid(looks), prior_df)
+    m = len(table)
+    level = max(alpha / 2.0, alpha - 1.5 * math.sqrt(alpha * (1.0 - alpha) / m))
+    k = int(math.floor(level * m))
+    return float(table[k - 1]) if k >= 1 else 0.0
+
+
+def paths(looks: int) -> int:
+    return PATHS if looks <= 64 else PATHS // 2
+
+
+def ar1_factor(rho: float, length: int) -> float:
+    """How much wider a segment slope's t gets under AR(1) noise: its true variance over the
+    i.i.d. one, times what second differences miss of the noise (6 / (6 - 8 rho + 2 rho^2))."""
+    if rho <= 0.0 or length < 2:
+        return 1.0
+    x = np.arange(length) - (length - 1) / 2.0
+    gamma = rho ** np.abs(np.subtract.outer(np.arange(length), np.arange(length)))
+    return float(math.sqrt((x @ gamma @ x) / (x @ x) * 6.0 / (6.0 - 8.0 * rho + 2.0 * rho**2)))
+
+
+def rho_from_lags(var: float, cov1: float, cov2: float) -> float:
+    """AR(1) rho from the lag-0, 1, 2 moments of second differences, clipped to [0, 0.95].
+
+    A smooth curve adds about the same c_i^2 to all three, so (cov1 - cov2) / (var - cov2)
+    cancels curvature to first order; it is -1 under i.i.d. noise, about -0.59 at rho 0.5."""
+    if not var - cov2 > 0:
+        return 0.0
+    g = np.linspace(0.0, 0.95, 96)
+    m0, m1, m2 = 6.0 - 8.0 * g + 2.0 * g**2, -4.0 + 7.0 * g - 4.0 * g**2 + g**3, (1.0 - g) ** 4
+    r = (cov1 - cov2) / (var - cov2)
+    return float(np.interp(r, (m1 - m2) / (m0 - m2), g)) if r > -1.0 else 0.0
+
+
+def lag_moments(scores: Floats) -> np.ndarray:
+    """Sums of d_i^2, d_i d_(i+1), d_i d_(i+2) over the second differences d, and their count."""
+    d = np.diff(np.asarray(scores, dtype=float), n=2)
+    if len(d) < 3:
+        return np.zeros(4)
+    h = d[:-2]
+    return np.array([h @ h, h @ d[1:-1], h @ d[2:], len(h)])
+
+
+class Peers:
+    """What ended runs of one type say about the noise: each run's mean-square noise estimate
+    and its df (limma's inputs), their second differences, and the lag moments behind rho_hat."""
+
+    def __init__(self) -> None:
+        self.d2: list[float] = []
+        self.runs: list[tuple[float, float]] = []
+        self.lags = np.zeros(4)
+        self._prior: tuple[float, int] | None = None
+
+    def add(self, scores: Floats) -> None:
+        d = np.diff(np.asarray(scores, dtype=float), n=2)
+        self.d2.extend(d.tolist())
+        if len(d) >= 2 and d @ d > 0:
+            self.runs.append((float(d @ d) / (6.0 * len(d)), satterthwaite_df(len(d))))
+        self.lags += lag_moments(scores)
+        self._prior = None
+
+    def prior(self) -> tuple[float, int]:
+        """(s0^2, d0) as limma fits them: s0^2 the df-weighted mean of the runs' variances, d0
+        from how much more their logs spread than sampling alone would (trigamma(d0 / 2) = the
+        excess), at most their summed df, rounded down to a bin; (0, 0) below MIN_PEER_RUNS."""
+        if self._prior is None:
+            self._prior = (0.0, 0)
+            if len(self.runs) >= MIN_PEER_RUNS:
+                v, nu = np.array(self.runs).T
+                excess = float(np.var(np.log(v), ddof=1) - np.mean(polygamma(1, nu / 2.0)))
+                d0 = nu.sum() if excess <= 0 else 2.0 * inverse_trigamma(excess)
+                df = max(b for b in PRIOR_DF_BINS if b <= min(d0, nu.sum()))
+                self._prior = (float(nu @ v / nu.sum()), df) if df else (0.0, 0)
+        return self._prior
+
+
+def inverse_trigamma(y: float) -> float:
+    """x with trigamma(x) = y (trigamma falls from +inf to 0 over x > 0)."""
+    return float(brentq(lambda x: float(polygamma(1, x)) - y, 1e-8, 1e8))
+
+
+class Evidence(NamedTuple):
+    """The test at one look: its p-value, the stop threshold, sigma_hat, rho_hat, the horizon."""
+
+    p: float
+    threshold: float
+    sigma: float
+    rho: float
+    looks: int
+
+
+def trend_evidence(scores: Floats, progress: Floats, alpha: float,
+                   peers: Peers | None = None) -> Evidence | None:
+    """The test after the last of `scores`; None before MIN_EVALS or with no noise to see."""
+    s = np.asarray(scores, dtype=float)
+    n = len(s)
+    if n < MIN_EVALS:
+        return None
+    d = np.diff(s, n=2)
+    nu = satterthwaite_df(n - 2)
+    s0, d0 = peers.prior() if peers is not None else (0.0, 0)
+    var = (d0 * s0 + nu * float(d @ d) / (6.0 * (n - 2))) / (d0 + nu)
+    if not var > 0.0:
+        return None
+    lags = lag_moments(s) + (peers.lags if peers is not None else 0.0)
+    rho = rho_from_lags(*lags[:3]) if lags[3] >= MIN_RHO_PAIRS else 0.0
+    start = np.array([int(np.argmax(s))])
+    values, valid = segment(s[None, :], n, start)
+    t = float(loo_trend_t(values, valid, np.array([math.sqrt(var)]))[0])
+    t /= ar1_factor(rho, int(valid.sum()))
+    p = float(stdtr(d0 + nu, -t))
+    looks, spend = horizon(progress, n, alpha)
+    return Evidence(p, threshold(looks, d0, spend), math.sqrt(var), rho, looks)
+
+
+def horizon(progress: Floats, n: int, alpha: float) -> tuple[int, float]:
+    """(looks to calibrate for, alpha to spend): the run's evals from progress when usable,
+    else the doubling epoch that holds look n, which spends alpha / 2^(epoch + 1)."""
+    p = np.asarray(progress, dtype=float)[:n]
+    if len(p) == n and p[-1] <= 1.0 and p[0] > 0.0 and bool(np.all(np.diff(p) > 0)):
+        return int(np.max(np.ceil(np.arange(1, n + 1) / p - 1e-6))), alpha
+    epoch = max(0, math.ceil(math.log2(n / 8.0)))
+    return 8 * 2**epoch, alpha / 2 ** (epoch + 1)
+
+
+class TrendTest(DetectorBase):
+    # progress sharpens the horizon; without it the budget is spent over epochs (`horizon`)
+    needs: tuple[str, ...] = ("evals", "runs")
+
+    def __init__(self, alpha: float = 0.05) -> None:
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"TrendTest: alpha must be in (0, 1), got {alpha}")
+        self.alpha = alpha
+        self.name = f"TrendTest-{alpha:g}"
+        self.peers: dict[str, Peers] = {}
+
+    def evidence(self, job: SchedulerJobView) -> Evidence | None:
+        return trend_evidence(job.eval_scores, job.eval_progress, self.alpha,
+                              self.peers.get(job.job_type))
+
+    def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
+        ev = self.evidence(job)
+        if ev is not None and ev.p < ev.threshold:
+            return stop(f"sustained decline since the best eval: p {ev.p:.2g} below the "
+                        f"alpha={self.alpha:g} threshold {ev.threshold:.2g} for {ev.looks} looks")
+        return CONTINUE
+
+    def on_job_end(self, job: SchedulerJobView) -> None:
+        if job.job_type in self.types and len(job.eval_scores) >= 3:
+            self.peers.setdefault(job.job_type, Peers()).add(job.eval_scores)
+
+    def reset(self) -> None:
+        self.peers.clear()
+
+
+def _factory(args: list[str]) -> TrendTest:
+    return TrendTest(float(args[0]) if args else 0.05)
+
+
+register_detector("TrendTest", _factory)

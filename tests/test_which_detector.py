@@ -1,0 +1,74 @@
+"""which_detector: the quick run's table structure, the recommendation rule, and the BEYOND.md
+markers round-tripping; the Bayes oracle reads the config, not labels."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from evalstop_gym.benchmarks import which_detector as wd
+from evalstop_gym.benchmarks.oracle import BayesOracle
+from evalstop_gym.policies import DETECTORS, PolicyNameError, make_detector
+from evalstop_gym.simulate import resolve_config
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("which")
+    beyond = out / "BEYOND.md"
+    beyond.write_text("# Beyond\n\nbefore\n")
+    wd.main(["--quick", "--seeds", "1", "--detectors", "TrendTest-0.05", "--out", str(out),
+             "--beyond", str(beyond)])
+    return out, beyond
+
+
+def test_the_quick_run_renders_one_table_per_density(quick) -> None:
+    out, _ = quick
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary.density) == set(wd.DENSITIES)
+    assert set(summary.detector) == {"TrendTest-0.05", wd.ORACLE}
+    section = (out / "which_detector.md").read_text()
+    assert section.startswith(wd.START + "\n## Which detector?")
+    assert section.count("| detector | recall | early |") == len(wd.DENSITIES)
+    assert section.count("| TrendTest-0.05 |") == len(wd.DENSITIES)
+    assert "**Recommendation:**" in section
+    oracle = summary[summary.detector == wd.ORACLE]
+    assert (oracle.share_of_oracle.dropna() == 1.0).all()
+
+
+def test_the_section_round_trips_between_the_markers(quick) -> None:
+    out, beyond = quick
+    section = (out / "which_detector.md").read_text()
+    text = beyond.read_text()
+    assert text.startswith("# Beyond\n\nbefore\n") and text.endswith(section)
+    again = wd.replace_section(text + "\nafter\n", section)
+    assert again == text + "\nafter\n"
+    other = wd.replace_section(again, f"{wd.START}\nnew\n{wd.END}\n")
+    assert other == "# Beyond\n\nbefore\n\n" + f"{wd.START}\nnew\n{wd.END}\n" + "\nafter\n"
+
+
+def test_the_recommendation_needs_safety_at_every_density() -> None:
+    rows = []
+    for density in wd.DENSITIES:
+        rows += [{"density": density, "detector": "A", "recall": 0.9, "ar1_fpr": 0.01,
+                  "corpus_false_stops": 0.05 if density == "15%" else 0.0},
+                 {"density": density, "detector": "B", "recall": 0.7, "ar1_fpr": 0.01,
+                  "corpus_false_stops": 0.0}]
+    name, why = wd.recommend(pd.DataFrame(rows))
+    assert name == "B" and "70.0%" in why
+
+
+def test_the_oracle_is_not_a_detector_a_user_can_pick() -> None:
+    assert not any("oracle" in name.lower() for name in DETECTORS)
+    with pytest.raises(PolicyNameError):
+        make_detector("Oracle")
+    with pytest.raises(ValueError, match="threshold must be in"):
+        BayesOracle(resolve_config("e2"), threshold=1.0)
+
+
+def test_bad_options_fail_in_one_line_before_any_run(capsys) -> None:
+    with pytest.raises(SystemExit):
+        wd.main(["--n-jobs", "0"])
+    assert "--n-jobs must be >= 1" in capsys.readouterr().err
+    with pytest.raises(PolicyNameError):
+        wd.main(["--detectors", "NoSuch-1"])
