@@ -143,6 +143,13 @@ def log_mean_exp(ll: np.ndarray) -> float:
 
 
 class PeerPrior(TrendTest):
+    """PeerPrior: stop a run whose curve looks like its group's declining runs rather than its
+    healthy ones, the finished runs labelled in hindsight from their own curves (never a hidden
+    label); TrendTest until it has peers of both kinds. The module docstring gives the model, the
+    conformal threshold and where its guarantee ends. Needs the evals, progress and ended runs.
+    Name: `PeerPrior-<alpha>`.
+    """
+
     needs = ("evals", "progress", "runs")
 
     def __init__(self, alpha: float = 0.05) -> None:

@@ -273,6 +273,13 @@ def horizon(progress: Floats, n: int, alpha: float) -> tuple[int, float]:
 
 
 class TrendTest(DetectorBase):
+    """TrendTest: stop a run on a sustained decline since its best eval, within a false-alarm
+    budget alpha over the run's whole life (the module docstring gives the statistic, the
+    simulated threshold, the noise model and where it breaks). Needs the evals; progress sharpens
+    the horizon; it borrows its noise prior from ended runs of its group when there are some.
+    Name: `TrendTest-<alpha>`.
+    """
+
     # progress sharpens the horizon; without it the budget is spent over epochs (`horizon`)
     needs: tuple[str, ...] = ("evals", "runs")
 
