@@ -34,8 +34,13 @@ from .sim.workload import JOB_TYPES
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DETECTOR: str = "EvalStop-2"
-"""The detector RunMonitor and every integration use unless told otherwise (a registry name)."""
+DEFAULT_DETECTOR: str = "TrendTest-0.05"
+"""The detector RunMonitor and every integration use unless told otherwise (a registry name).
+
+The safe one: a decline test whose false-alarm budget holds at every eval density, the only
+candidate that kept false stops of real healthy runs within budget at evals every 5%, 10%, 15%
+and at native density (BEYOND.md's "Which detector?" measures every candidate). The paper's
+EvalStop-k stops healthy runs by chance once a run has many evals."""
 
 STATE_KEYS = ("detector", "mode", "job_type", "steps", "values", "losses")   # of state_dict()
 RUN_CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
