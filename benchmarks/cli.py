@@ -58,6 +58,46 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, Any]:
     return out
 
 
+def check_output(path: str | Path, option: str, kind: str = "file",
+                 inputs: Sequence[str | Path] = ()) -> Path:
+    """A user's output path, checked before any work starts so that a long computation never
+    ends in a traceback, and never replaces one of its own inputs: `kind` is "file" or "dir";
+    raises UsageError (one line naming `option`) when the path is of the other kind, lies under
+    a regular file, is in a folder that cannot be written, or is the same file as an input."""
+    path = Path(path)
+    where = f"{option} {path}"
+    if kind == "file" and path.is_dir():
+        raise UsageError(f"{where}: is a folder; expected a file path")
+    if kind == "dir" and path.exists() and not path.is_dir():
+        raise UsageError(f"{where}: is a file; expected a folder")
+    for given in inputs:
+        if _same_file(path, Path(given)):
+            raise UsageError(f"{where}: is also an input ({given}); writing it would replace "
+                             "it: choose another output path")
+    ancestor = path if kind == "dir" else path.parent
+    ancestor = Path(os.path.abspath(ancestor))
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{where}: {ancestor} is a file, not a folder; choose another path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{where}: folder {ancestor} is not writable; choose another path")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` (or the trainer_state.json a checkpoint folder `b` holds) are one
+    file: by inode where both exist, else by resolved path."""
+    candidates = [b, b / "trainer_state.json"] if b.is_dir() else [b]
+    for c in candidates:
+        if a.exists() and c.exists():
+            if os.path.samefile(a, c):
+                return True
+        elif a.resolve() == c.resolve():
+            return True
+    return False
+
+
 def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> None:
     """Options shared by `run` and `report`."""
     p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the experiment's)")
@@ -102,6 +142,7 @@ def check_sweep_args(args: argparse.Namespace) -> None:
     if args.seeds is not None and (any(s < 0 for s in args.seeds)
                                    or len(set(args.seeds)) != len(args.seeds)):
         raise UsageError(f"--seeds {args.seeds}: expected distinct whole numbers >= 0")
+    check_output(args.out, "--out", "dir")
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -167,7 +208,10 @@ def entry_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager:
     once, not at every step, and no other sweep slips in between steps. `run` locks in main_run."""
     if args.command != "report":
         return contextlib.nullcontext()
+    from .report import check_outputs
+
     check_sweep_args(args)   # a bad value fails before OUT is created
+    check_outputs(args)
     return out_lock(Path(args.out))
 
 
@@ -184,11 +228,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (*USER_ERRORS, UsageError) as exc:
         print(f"evalstop-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:   # a disk that filled up, a folder removed under us: one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"evalstop-bench {args.command}: error: {where}{exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("evalstop-bench: interrupted; finished runs are kept, run again to resume",
               file=sys.stderr)
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":   # run the package's module, whose UsageError subcommands raise
+    from evalstop_gym.benchmarks.cli import main as package_main
+
+    sys.exit(package_main())

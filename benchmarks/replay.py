@@ -215,6 +215,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the replay table; 2 on a bad log or detector name (the message says which)."""
+    from .cli import check_output
+
+    if args.csv:
+        check_output(args.csv, "--csv", "file", args.logs)
     try:
         runs = read_logs(args.logs, args.metric, args.mode)
         warnings = mixed_groups(group_runs(runs, args.group_by))

@@ -58,6 +58,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(a few minutes each)")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """REPRODUCTION.md, and BEYOND.md and figures/ beside it, writable before any run starts."""
+    from .cli import check_output
+
+    report = check_output(args.reproduction, "--reproduction", "file")
+    check_output(report.parent / "figures", "--reproduction", "dir")
+    if args.beyond:
+        check_output(report.parent / "BEYOND.md", "--reproduction", "file")
+
+
 def claim_rows(runs: Mapping[str, pd.DataFrame]) -> list[Row]:
     rows: list[Row] = []
     for name, fn in CLAIMS.items():

@@ -1,0 +1,190 @@
+"""What a user does by mistake ends in a one-line error, a correct result, or a stated refusal:
+never a replaced input, a traceback after the work, or a silent nothing."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from evalstop_gym.benchmarks import cli, durable
+
+LOG = "job_id,step,eval_score\n" + "".join(
+    f"{run},{10 * (i + 1)},{0.5 + 0.01 * i}\n" for run in ("a", "b") for i in range(6))
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.fixture
+def log_csv(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text(LOG)
+    return path
+
+
+@pytest.fixture
+def a_file(tmp_path):
+    """A regular file: a path under it can be neither created nor written, even by root."""
+    path = tmp_path / "plain.txt"
+    path.write_text("keep me")
+    return path
+
+
+# --- outputs never replace inputs ----------------------------------------------------------
+
+def test_replay_refuses_to_write_its_table_over_the_log(log_csv, capsys):
+    assert cli.main(["replay", str(log_csv), "--csv", str(log_csv)]) == 2
+    assert "--csv" in one_line_error(capsys)
+    assert log_csv.read_text() == LOG
+
+
+def test_replay_refuses_the_log_under_another_spelling(log_csv, capsys, monkeypatch):
+    monkeypatch.chdir(log_csv.parent)
+    assert cli.main(["replay", str(log_csv), "--csv", "./sub/../log.csv"]) == 2
+    assert "is also an input" in one_line_error(capsys)
+    assert log_csv.read_text() == LOG
+
+
+def test_replay_refuses_a_hard_link_to_the_log(log_csv, tmp_path, capsys):
+    link = tmp_path / "other.csv"
+    os.link(log_csv, link)
+    assert cli.main(["replay", str(log_csv), "--csv", str(link)]) == 2
+    one_line_error(capsys)
+    assert log_csv.read_text() == LOG
+
+
+def test_replay_writes_a_separate_csv(log_csv, tmp_path, capsys):
+    out = tmp_path / "table.csv"
+    assert cli.main(["replay", str(log_csv), "--csv", str(out)]) == 0
+    assert out.read_text().startswith("run,") and log_csv.read_text() == LOG
+
+
+# --- every output path checked at the entry --------------------------------------------------
+
+@pytest.mark.parametrize("argv,needle", [
+    (["replay", "{log}", "--csv", "{dir}"], "is a folder"),
+    (["replay", "{log}", "--csv", "{file}/t.csv"], "is a file, not a folder"),
+    (["calibrate", "--out", "{file}", "--trials", "1"], "is a file; expected a folder"),
+    (["calibrate", "--out", "{file}/cal", "--trials", "1"], "is a file, not a folder"),
+    (["train", "--out", "{file}", "--total-timesteps", "1"], "is a file; expected a folder"),
+    (["report", "--out", "{dir}/o", "--reproduction", "{dir}"], "is a folder"),
+    (["report", "--out", "{dir}/o", "--reproduction", "{file}/R.md"], "not a folder"),
+    (["run", "e2", "--out", "{file}"], "is a file; expected a folder"),
+])
+def test_a_bad_output_path_fails_before_any_work(argv, needle, log_csv, a_file, tmp_path,
+                                                  capsys):
+    subs = {"log": str(log_csv), "file": str(a_file), "dir": str(tmp_path)}
+    assert cli.main([a.format(**subs) for a in argv]) == 2
+    err = one_line_error(capsys)
+    assert needle in err and ("--out" in err or "--csv" in err or "--reproduction" in err)
+    assert not (tmp_path / "o").exists()   # report: OUT not even created
+    assert a_file.read_text() == "keep me"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a chmod 0o500 folder anyway; "
+                    "the path-under-a-file cases above cover the error path")
+def test_an_unwritable_folder_fails_at_the_entry(log_csv, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert cli.main(["replay", str(log_csv), "--csv", str(locked / "t.csv")]) == 2
+        assert "not writable" in one_line_error(capsys)
+    finally:
+        locked.chmod(0o700)
+
+
+# --- a full disk -----------------------------------------------------------------------------
+
+class _FillsTheDisk:
+    """A table whose writer runs out of space half way, as `to_csv` would on a full disk."""
+
+    def to_csv(self, path, index=False):
+        with open(path, "w") as fh:
+            fh.write("run,half a row")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def test_a_full_disk_is_one_line_and_leaves_the_old_file(tmp_path):
+    target = tmp_path / "table.csv"
+    target.write_text("the old table\n")
+    with pytest.raises(durable.OutputError) as caught:
+        durable.write_csv(_FillsTheDisk(), target)
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1 and str(target) in message
+    assert os.strerror(errno.ENOSPC) in message
+    assert target.read_text() == "the old table\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]   # no half-written temp file
+
+
+def test_an_os_error_reaching_the_cli_is_one_line(monkeypatch, log_csv, tmp_path, capsys):
+    """Whatever OSError escapes a command (here ENOSPC from inside the replay's table write) is
+    reported in one line with exit code 1, not a traceback."""
+    from evalstop_gym.benchmarks import replay
+
+    def full(table, path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(replay, "write_csv", full)
+    assert cli.main(["replay", str(log_csv), "--csv", str(tmp_path / "t.csv")]) == 1
+    assert os.strerror(errno.ENOSPC) in one_line_error(capsys)
+
+
+# --- late errors and tracebacks, now one line at the entry ----------------------------------
+
+def test_a_corrupt_study_database_is_one_line_naming_it(tmp_path, capsys):
+    (tmp_path / "study.sqlite").write_text("not a database")
+    assert cli.main(["calibrate", "--out", str(tmp_path), "--trials", "1", "--seeds", "1",
+                     "--n-jobs", "8"]) == 2
+    err = one_line_error(capsys)
+    assert "study.sqlite" in err and "not an Optuna study database" in err
+
+
+@pytest.mark.parametrize("option", [["--validation-seeds", "-1"], ["--seeds", "3", "3"],
+                                    ["--sampler-seed", "-2"]])
+def test_calibrate_refuses_bad_seeds_before_the_search(option, tmp_path, capsys):
+    assert cli.main(["calibrate", "--out", str(tmp_path / "cal"), "--trials", "1",
+                     *option]) == 2
+    assert option[0] in one_line_error(capsys)
+    assert not (tmp_path / "cal").exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--max-jobs", "5000", "--control", "full"], "--max-jobs 5000: expected a whole number in"),
+    (["--seed", "-1"], "--seed -1: expected a whole number in [0, "),
+    (["--base-scheduler", "SRTF"], "base scheduler 'SRTF'"),
+])
+def test_train_names_the_field_and_its_range(argv, needle, tmp_path, capsys):
+    out = tmp_path / "tr"
+    assert cli.main(["train", "--out", str(out), "--total-timesteps", "1", *argv]) == 2
+    assert needle in one_line_error(capsys)
+    assert not out.exists()
+
+
+def test_a_zip_that_is_not_a_model_is_one_line_naming_the_file(tmp_path, capsys):
+    import zipfile
+
+    for name, write in (("junk.zip", lambda p: p.write_text("PK but no zip")),
+                        ("other.zip", lambda p: zipfile.ZipFile(p, "w").close())):
+        path = tmp_path / name
+        write(path)
+        spec = f"model:{path}+SRTF-Est"
+        assert cli.main(["run", "e2", "--out", str(tmp_path / "o"), "--policy", spec]) == 2
+        err = one_line_error(capsys)
+        assert str(path) in err and "model" in err
+
+
+@pytest.mark.parametrize("name,needle", [
+    ("EvalStop-x", "parameter 'x' must be a whole number; expected EvalStop-<number>"),
+    ("EvalStop-2.5", "'2.5' must be a whole number"),
+    ("StopAt-high", "parameter 'high' must be a number; expected StopAt-<number>"),
+])
+def test_a_malformed_detector_name_says_what_was_expected(name, needle, log_csv, capsys):
+    assert cli.main(["replay", str(log_csv), "--detectors", name]) == 2
+    err = one_line_error(capsys)
+    assert needle in err and "invalid literal" not in err and "could not convert" not in err
