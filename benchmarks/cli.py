@@ -26,7 +26,14 @@ from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock
 from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
-from .runner import BACKENDS, BackendError, RunOptions
+from .runner import (
+    BACKENDS,
+    CONNECT_S,
+    BackendError,
+    RunOptions,
+    check_address,
+    local_workers,
+)
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("evalstop_gym.benchmarks.cli", "name the experiments and their titles"),
@@ -102,9 +109,14 @@ def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> 
     """Options shared by `run` and `report`."""
     p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the experiment's)")
     p.add_argument("--out", default=out_default, help="output directory")
-    p.add_argument("--workers", type=int, default=1, help="parallel runs (default 1 = serial)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="parallel runs (default 1 = serial); on this machine, capped at its "
+                        "CPU count with a warning")
     p.add_argument("--backend", choices=BACKENDS, default="loky", help="joblib backend")
-    p.add_argument("--scheduler-address", default=None, help="dask/ray cluster address")
+    p.add_argument("--scheduler-address", default=None,
+                   help="dask (HOST:PORT, tcp://HOST:PORT) or ray (HOST:PORT, ray://HOST:PORT, "
+                        "auto) cluster address; needs --backend dask or ray; a cluster that "
+                        f"does not answer within {CONNECT_S} s is an error")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="override a config value in every experiment (repeatable)")
     p.add_argument("--engine", choices=ENGINES, default=None,
@@ -143,6 +155,9 @@ def check_sweep_args(args: argparse.Namespace) -> None:
                                    or len(set(args.seeds)) != len(args.seeds)):
         raise UsageError(f"--seeds {args.seeds}: expected distinct whole numbers >= 0")
     check_output(args.out, "--out", "dir")
+    check_address(args.backend, args.scheduler_address)   # no network yet: its form only
+    if not args.scheduler_address:
+        args.workers = local_workers(args.workers)
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:

@@ -188,3 +188,93 @@ def test_a_malformed_detector_name_says_what_was_expected(name, needle, log_csv,
     assert cli.main(["replay", str(log_csv), "--detectors", name]) == 2
     err = one_line_error(capsys)
     assert needle in err and "invalid literal" not in err and "could not convert" not in err
+
+
+# --- clusters and workers: a deadline and a cap ------------------------------------------------
+
+TINY = """
+name: tiny
+title: tiny sweep
+platform: {defaults}
+overrides: {{workload.n_jobs: 8, cluster.gpus: 16}}
+seeds: [3]
+reference: {{base: SRTF-Est, detector: none}}
+cells:
+  - {{base: SRTF-Est, detector: none}}
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    from evalstop_gym.config import CONFIG_DIR
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY.format(defaults=CONFIG_DIR / "defaults.yaml"))
+    return str(path)
+
+
+def closed_port() -> int:
+    """A local port that was just bound and closed: nothing listens there."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("backend", ["ray", "dask"])
+def test_a_cluster_address_where_nothing_listens_is_one_line(backend, tiny, tmp_path, capsys):
+    address = f"127.0.0.1:{closed_port()}"
+    assert cli.main(["run", tiny, "--out", str(tmp_path / "o"), "--backend", backend,
+                     "--scheduler-address", address]) == 2
+    err = one_line_error(capsys)
+    assert f"{backend} cluster at {address}: cannot connect within 10 s" in err
+
+
+def test_a_silent_dask_scheduler_fails_at_the_deadline(tiny, tmp_path, capsys, monkeypatch):
+    """A port that accepts but never speaks: the client gives up at the (here 1 s) deadline."""
+    import socket
+
+    monkeypatch.setenv("EVALSTOP_CONNECT_S", "1")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        assert cli.main(["run", tiny, "--out", str(tmp_path / "o"), "--backend", "dask",
+                         "--scheduler-address", address]) == 2
+    assert f"dask cluster at {address}: cannot connect within 1 s" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("backend,address,needle", [
+    ("loky", "127.0.0.1:8786", "runs on this machine only"),
+    ("dask", "127.0.0.1", "expected HOST:PORT or tcp://HOST:PORT"),
+    ("dask", "ray://127.0.0.1:10001", "expected HOST:PORT"),
+    ("dask", "host:99999", "PORT in 1..65535"),
+    ("ray", "http//x:1", "expected HOST:PORT or ray://HOST:PORT or auto"),
+])
+def test_a_malformed_or_ignored_address_is_refused_at_the_entry(backend, address, needle, tiny,
+                                                                 tmp_path, capsys):
+    assert cli.main(["run", tiny, "--out", str(tmp_path / "o"), "--backend", backend,
+                     "--scheduler-address", address]) == 2
+    assert needle in one_line_error(capsys)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_bad_deadline_setting_is_one_line(tiny, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("EVALSTOP_CONNECT_S", "soon")
+    assert cli.main(["run", tiny, "--out", str(tmp_path / "o"), "--backend", "dask",
+                     "--scheduler-address", f"127.0.0.1:{closed_port()}"]) == 2
+    assert "EVALSTOP_CONNECT_S='soon'" in one_line_error(capsys)
+
+
+def test_workers_are_capped_at_the_cpu_count_with_a_warning(tiny, tmp_path, capsys, caplog):
+    from evalstop_gym.benchmarks.runner import available_cpus, local_workers
+
+    cpus = available_cpus()
+    assert local_workers(cpus) == cpus and local_workers(1000) == cpus
+    caplog.clear()
+    assert cli.main(["run", tiny, "--out", str(tmp_path / "o"), "--workers", "1000"]) == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [f"--workers 1000: capped at {cpus}, the CPUs this machine gives this "
+                        "process"]
+    assert (tmp_path / "o" / "tiny" / "runs.csv").exists()
