@@ -192,25 +192,11 @@ def test_a_malformed_detector_name_says_what_was_expected(name, needle, log_csv,
 
 # --- clusters and workers: a deadline and a cap ------------------------------------------------
 
-TINY = """
-name: tiny
-title: tiny sweep
-platform: {defaults}
-overrides: {{workload.n_jobs: 8, cluster.gpus: 16}}
-seeds: [3]
-reference: {{base: SRTF-Est, detector: none}}
-cells:
-  - {{base: SRTF-Est, detector: none}}
-"""
-
-
 @pytest.fixture
 def tiny(tmp_path):
-    from evalstop_gym.config import CONFIG_DIR
+    from test_cli import tiny as tiny_yaml  # tests/ is on sys.path under pytest
 
-    path = tmp_path / "tiny.yaml"
-    path.write_text(TINY.format(defaults=CONFIG_DIR / "defaults.yaml"))
-    return str(path)
+    return tiny_yaml(tmp_path)
 
 
 def closed_port() -> int:
