@@ -264,3 +264,57 @@ def test_workers_are_capped_at_the_cpu_count_with_a_warning(tiny, tmp_path, caps
     assert warnings == [f"--workers 1000: capped at {cpus}, the CPUs this machine gives this "
                         "process"]
     assert (tmp_path / "o" / "tiny" / "runs.csv").exists()
+
+
+# --- replay: nothing silently inert, nothing learnt from a crash, long runs in seconds ---------
+
+def test_replay_refuses_a_detector_list_with_no_detector(log_csv, capsys):
+    assert cli.main(["replay", str(log_csv), "--detectors", "none"]) == 2
+    err = one_line_error(capsys)
+    assert "--detectors none: no detector to replay" in err
+
+
+def crash_log(tmp_path, crashed: str):
+    """A poor run, and a crashed run whose curve, taken as a finished peer, would condemn it."""
+    rows = ["job_id,step,eval_score,completed"]
+    rows += [f"poor,{10 * i},{0.2 + 0.01 * i},yes" for i in range(1, 7)]
+    rows += [f"crash,{10 * i},{0.8 + 0.01 * i},{crashed}" for i in range(1, 7)]
+    path = tmp_path / f"crash_{crashed}.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_crashed_run_is_replayed_but_never_a_peer(tmp_path, capsys):
+    from evalstop_gym.benchmarks import replay
+    from evalstop_gym.traces.logs import read_logs
+
+    peer = replay.replay(read_logs([crash_log(tmp_path, "yes")]), ["MedianPruner-50-1"])
+    crash = replay.replay(read_logs([crash_log(tmp_path, "no")]), ["MedianPruner-50-1"])
+    assert peer.set_index("run").loc["poor", "stopped"]          # judged against the peer
+    assert not crash.set_index("run").loc["poor", "stopped"]     # no finished peer left
+    assert crash["run"].tolist() == ["poor", "crash"]            # the crash is still replayed
+    assert cli.main(["replay", str(crash_log(tmp_path, "no")), "--detectors",
+                     "MedianPruner-50-1"]) == 0
+    assert "crash: eval_score" in (out := capsys.readouterr().out)
+    assert "crashed (completed=no): replayed, but never a peer" in out
+
+
+def test_a_completed_cell_that_is_not_yes_or_no_is_refused(tmp_path, capsys):
+    path = crash_log(tmp_path, "maybe")
+    assert cli.main(["replay", str(path)]) == 2
+    assert "completed is 'maybe'; expected yes or no" in one_line_error(capsys)
+
+
+def test_replay_defaults_are_detectors_of_constant_cost_per_eval():
+    """The default list holds no detector that rescans a run's history at every eval."""
+    from evalstop_gym.benchmarks.replay import DEFAULT_DETECTORS
+
+    assert DEFAULT_DETECTORS and not {d.split("-")[0] for d in DEFAULT_DETECTORS} & {
+        "CUSUM", "BOCPD"}
+
+
+def test_replay_shows_progress_on_stderr(log_csv, capsys):
+    assert cli.main(["replay", str(log_csv), "--detectors", "EvalStop-2"]) == 0
+    captured = capsys.readouterr()
+    assert "replay:" in captured.err and "eval" in captured.err   # the tqdm bar
+    assert "| a | eval_score |" in captured.out
