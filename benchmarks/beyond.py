@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 from evalstop_gym.experiment import load_experiment  # noqa: E402
 
-from .durable import write_text  # noqa: E402
+from .durable import OutputError, write_text  # noqa: E402
 from .duration_leak import duration_leak_table  # noqa: E402
 from .figures import save  # noqa: E402
 from .runner import load_runs  # noqa: E402
@@ -317,7 +318,12 @@ def write_beyond(results_dir: Path, repo_root: Path) -> Path:
     The drop-to-noise table reads the platform configs in configs/ whatever `repo_root` is.
     """
     repo_root = Path(repo_root)
-    e7x, e8x, e2x = (_read(results_dir, name) for name in ("e7x", "e8x", "e2x"))
+    sources = ("e7x", "e8x", "e2x")
+    if not any((Path(results_dir) / name / "runs.csv").is_file() for name in sources):
+        raise OutputError(f"{results_dir}: holds none of {', '.join(sources)}'s runs.csv; run "
+                          f"them first (evalstop-bench run {' '.join(sources)} --out "
+                          f"{results_dir}); {repo_root / 'BEYOND.md'} is left as it was")
+    e7x, e8x, e2x = (_read(results_dir, name) for name in sources)
     figure = "figures/beyond_noise.png"
     summary = None if e7x is None else summarise(e7x)
     if summary is not None:
@@ -389,7 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--root", type=Path, default=Path("."), help="where BEYOND.md is written")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    print(f"wrote {write_beyond(args.results, args.root)}")
+    from .cli import UsageError, check_output
+
+    try:
+        check_output(args.root / "BEYOND.md", "--root", "file")
+        print(f"wrote {write_beyond(args.results, args.root)}")
+    except (OutputError, UsageError) as exc:
+        print(f"{p.prog}: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

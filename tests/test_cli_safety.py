@@ -3,6 +3,7 @@ never a replaced input, a traceback after the work, or a silent nothing."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 
@@ -318,3 +319,38 @@ def test_replay_shows_progress_on_stderr(log_csv, capsys):
     captured = capsys.readouterr()
     assert "replay:" in captured.err and "eval" in captured.err   # the tqdm bar
     assert "| a | eval_score |" in captured.out
+
+
+# --- reports from missing inputs, and the shipped corpus ------------------------------------
+
+def test_beyond_refuses_a_folder_without_its_runs_and_keeps_the_old_file(tmp_path, capsys):
+    from evalstop_gym.benchmarks import beyond
+
+    (tmp_path / "BEYOND.md").write_text("the old report\n")
+    assert beyond.main([str(tmp_path / "no-such-results"), "--root", str(tmp_path)]) == 2
+    err = one_line_error(capsys)
+    assert "holds none of e7x, e8x, e2x's runs.csv" in err and "left as it was" in err
+    assert (tmp_path / "BEYOND.md").read_text() == "the old report\n"
+    assert not (tmp_path / "figures").exists()
+
+
+def test_corpus_build_refuses_the_shipped_corpus_and_defaults_to_the_current_folder(capsys):
+    from evalstop_gym.benchmarks.corpus import build
+    from evalstop_gym.traces.corpus import corpus_file
+
+    shipped = corpus_file("supervised").parent
+    before = {p.name: p.stat().st_mtime_ns for p in shipped.iterdir()}
+    assert cli.main(["corpus", "build", "--out", str(shipped)]) == 2
+    assert "inside the installed package" in one_line_error(capsys)
+    assert cli.main(["corpus", "build", "--out", str(shipped / "sub")]) == 2
+    one_line_error(capsys)
+    assert {p.name: p.stat().st_mtime_ns for p in shipped.iterdir()} == before
+    assert str(build.DEFAULT_OUT) == "corpus" and not build.DEFAULT_OUT.is_absolute()
+    parser = argparse.ArgumentParser()
+    build.add_arguments(parser)
+    assert "corpus/ in the current folder" in " ".join(parser.format_help().split())
+
+
+def test_corpus_build_refuses_a_file_as_its_folder(a_file, capsys):
+    assert cli.main(["corpus", "build", "--out", str(a_file)]) == 2
+    assert "is a file; expected a folder" in one_line_error(capsys)
