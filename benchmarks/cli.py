@@ -25,7 +25,7 @@ from evalstop_gym.policies import PolicyNameError
 from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock
-from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
+from .pipeline import MATRIX, check_collatable, collate_out, prepare, run_experiment, variant
 from .runner import (
     BACKENDS,
     CONNECT_S,
@@ -155,6 +155,7 @@ def check_sweep_args(args: argparse.Namespace) -> None:
                                    or len(set(args.seeds)) != len(args.seeds)):
         raise UsageError(f"--seeds {args.seeds}: expected distinct whole numbers >= 0")
     check_output(args.out, "--out", "dir")
+    check_collatable(Path(args.out))   # an empty or foreign runs.csv, before any run
     check_address(args.backend, args.scheduler_address)   # no network yet: its form only
     if not args.scheduler_address:
         args.workers = local_workers(args.workers)

@@ -16,7 +16,8 @@ LOG = "job_id,step,eval_score\n" + "".join(
 
 
 def one_line_error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
+    """stderr, after any progress bar (which a terminal erases: `leave=False`), in one line."""
+    err = capsys.readouterr().err.rpartition("\r")[2].strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     return err
 
@@ -354,3 +355,69 @@ def test_corpus_build_refuses_the_shipped_corpus_and_defaults_to_the_current_fol
 def test_corpus_build_refuses_a_file_as_its_folder(a_file, capsys):
     assert cli.main(["corpus", "build", "--out", str(a_file)]) == 2
     assert "is a file; expected a folder" in one_line_error(capsys)
+
+
+# --- report: a --set variant never replaces the paper's runs or tables ------------------------
+
+def test_report_with_set_keeps_the_paper_runs_and_says_so_at_the_top(tmp_path, capsys,
+                                                                      monkeypatch):
+    """Finished paper-default files in OUT/e2 survive `report --set`; the variant's runs go to
+    OUT/e2__workload.n_jobs=8/; REPRODUCTION.md opens with its seeds and overrides; every file
+    written is printed."""
+    monkeypatch.setenv("EVALSTOP_ENGINE", "python")   # no kernel compile in this test
+    out, target = tmp_path / "out", tmp_path / "REPRODUCTION.md"
+    (out / "e2" / "runs").mkdir(parents=True)
+    (out / "e2" / "table.md").write_text("the paper-default table\n")
+    (out / "e2" / "runs" / "SRTF-Est__seed42.json").write_text("{}")
+    assert cli.main(["report", "--out", str(out), "--seeds", "1", "--set", "workload.n_jobs=8",
+                     "--no-beyond", "--learned", "--calibration", "--reproduction",
+                     str(target)]) == 0
+    assert (out / "e2" / "table.md").read_text() == "the paper-default table\n"
+    assert [p.name for p in (out / "e2" / "runs").iterdir()] == ["SRTF-Est__seed42.json"]
+    assert (out / "e2__workload.n_jobs=8" / "runs.csv").exists()
+    text = target.read_text()
+    head = text.split("## Checks")[0]
+    assert "Seeds: 1. Overrides: `workload.n_jobs=8`" in head
+    assert "`evalstop-bench report --seeds 1 --set workload.n_jobs=8`" in head
+    printed = capsys.readouterr().out
+    assert f"wrote {target}" in printed
+    for png in (tmp_path / "figures").glob("*.png"):
+        assert f"wrote {png}" in printed
+
+
+def test_a_user_copy_of_a_packaged_experiment_gets_its_own_folder(tmp_path):
+    from evalstop_gym.benchmarks.pipeline import prepare
+    from evalstop_gym.config import CONFIG_DIR
+
+    text = (CONFIG_DIR / "e2.yaml").read_text().replace(
+        "platform: defaults.yaml", f"platform: {CONFIG_DIR / 'defaults.yaml'}")
+    same, changed = tmp_path / "same.yaml", tmp_path / "mine.yaml"
+    same.write_text(text)
+    changed.write_text(text.replace("cluster.gpus: 64", "cluster.gpus: 32"))
+    assert prepare(str(same)).name == "e2"                  # identical: the same runs
+    mine = prepare(str(changed)).name
+    assert mine.startswith("e2__mine~") and "/" not in mine
+    assert prepare(str(changed)).name == mine               # stable across loads
+
+
+def test_perf_checks_its_output_paths_before_measuring(a_file, tmp_path, capsys):
+    assert cli.main(["perf", "--out", str(tmp_path / "p"), "--markdown", str(tmp_path)]) == 2
+    assert "--markdown" in one_line_error(capsys)
+    assert cli.main(["perf", "--out", str(a_file), "--no-markdown"]) == 2
+    assert "--out" in one_line_error(capsys)
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("", "empty; expected a header with experiment, cell"),
+    ("name,score\nx,1\n", "not a runs.csv of evalstop-bench; expected a header with"),
+])
+def test_a_foreign_or_empty_runs_csv_under_out_is_named_before_any_run(content, needle, tiny,
+                                                                        tmp_path, capsys):
+    out = tmp_path / "o"
+    (out / "mine").mkdir(parents=True)
+    (out / "mine" / "runs.csv").write_text(content)
+    assert cli.main(["run", tiny, "--out", str(out)]) == 2
+    err = one_line_error(capsys)
+    assert str(out / "mine" / "runs.csv") in err and needle in err
+    assert not (out / "tiny").exists()
