@@ -201,7 +201,12 @@ def run_study(search: Search, out: Path, trials: int, sampler_seed: int) -> Any:
 
     remaining = max(0, trials - len(done))
     log.info("calibrate: %d trials stored, %d to run", len(done), remaining)
-    study.optimize(objective, n_trials=remaining, show_progress_bar=remaining > 0)
+    try:
+        study.optimize(objective, n_trials=remaining, show_progress_bar=remaining > 0)
+    except SQLAlchemyError as exc:   # e.g. "database or disk is full"; finished trials are kept
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise ValueError(f"{db}: cannot store a trial ({reason}); the trials stored so far are "
+                         "kept: free space and run again to resume") from None
     return study
 
 

@@ -201,10 +201,15 @@ def describe(runs: Sequence[LoggedRun]) -> list[str]:
     return lines
 
 
-def write_csv_atomic(table: pd.DataFrame, path: Path) -> None:
-    """The table written to a temp file beside `path`, then renamed onto it."""
+def check_csv_folder(path: Path) -> None:
+    """--csv's folder exists (replay does not create folders)."""
     if not path.parent.is_dir():
         raise LogError(f"--csv {path}: folder {path.parent} does not exist; create it first")
+
+
+def write_csv_atomic(table: pd.DataFrame, path: Path) -> None:
+    """The table written to a temp file beside `path`, then renamed onto it."""
+    check_csv_folder(path)
     write_csv(table, path)
 
 
@@ -240,6 +245,8 @@ def main(args: argparse.Namespace) -> int:
     if args.csv:
         check_output(args.csv, "--csv", "file", args.logs)
     try:
+        if args.csv:
+            check_csv_folder(Path(args.csv))   # before the replay, not after it
         active = [d for d in args.detectors if make_detector(d) is not None]
         if not active:
             raise UsageError(f"--detectors {' '.join(args.detectors)}: no detector to replay; "

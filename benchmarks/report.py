@@ -62,7 +62,9 @@ def check_outputs(args: argparse.Namespace) -> None:
     """REPRODUCTION.md, and BEYOND.md and figures/ beside it, writable before any run starts."""
     from .cli import check_output
 
-    report = check_output(args.reproduction, "--reproduction", "file")
+    inputs = [*(Path(d) / "results.csv" for d in args.learned),
+              *(Path(d) / "calibration.md" for d in args.calibration or ())]
+    report = check_output(args.reproduction, "--reproduction", "file", inputs)
     check_output(report.parent / "figures", "--reproduction", "dir")
     if args.beyond:
         check_output(report.parent / "BEYOND.md", "--reproduction", "file")

@@ -77,6 +77,9 @@ def test_replay_writes_a_separate_csv(log_csv, tmp_path, capsys):
     (["report", "--out", "{dir}/o", "--reproduction", "{dir}"], "is a folder"),
     (["report", "--out", "{dir}/o", "--reproduction", "{file}/R.md"], "not a folder"),
     (["run", "e2", "--out", "{file}"], "is a file; expected a folder"),
+    (["report", "--out", "{dir}/o", "--calibration", "{dir}", "--reproduction",
+      "{dir}/calibration.md"], "is also an input"),
+    (["replay", "{log}", "--csv", "{dir}/missing/t.csv"], "does not exist; create it first"),
 ])
 def test_a_bad_output_path_fails_before_any_work(argv, needle, log_csv, a_file, tmp_path,
                                                   capsys):
