@@ -266,8 +266,8 @@ def test_workers_are_capped_at_the_cpu_count_with_a_warning(tiny, tmp_path, caps
     caplog.clear()
     assert cli.main(["run", tiny, "--out", str(tmp_path / "o"), "--workers", "1000"]) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warnings == [f"--workers 1000: capped at {cpus}, the CPUs this machine gives this "
-                        "process"]
+    capped = f"--workers 1000: capped at {cpus}, the CPUs this machine gives this process"
+    assert warnings.count(capped) == 1
     assert (tmp_path / "o" / "tiny" / "runs.csv").exists()
 
 
