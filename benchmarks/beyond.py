@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -22,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 from evalstop_gym.experiment import load_experiment  # noqa: E402
 
-from .durable import write_text  # noqa: E402
+from .durable import OutputError, write_text  # noqa: E402
 from .duration_leak import duration_leak_table  # noqa: E402
 from .figures import save  # noqa: E402
 from .runner import load_runs  # noqa: E402
@@ -311,21 +312,32 @@ def render(e7x: pd.DataFrame | None, e8x: pd.DataFrame | None, drop_md: str,
     return "\n".join(parts)
 
 
-def write_beyond(results_dir: Path, repo_root: Path) -> Path:
-    """Write BEYOND.md (and figures/beyond_noise.{png,pdf}) under `repo_root`; returns its path.
+def write_beyond(results_dir: Path, repo_root: Path, figures: list[Path] | None = None,
+                 folders: Mapping[str, str] | None = None) -> Path:
+    """Write BEYOND.md (and figures/beyond_*.{png,pdf}) under `repo_root`; returns its path, and
+    appends the figures' paths to `figures` when given. `folders` maps an experiment to its
+    folder under `results_dir` when that is a --set variant's (`e7x__noise.sigma=0.1`).
 
     The drop-to-noise table reads the platform configs in configs/ whatever `repo_root` is.
     """
     repo_root = Path(repo_root)
-    e7x, e8x, e2x = (_read(results_dir, name) for name in ("e7x", "e8x", "e2x"))
+    sources = ("e7x", "e8x", "e2x")
+    folders = {n: (folders or {}).get(n, n) for n in (*sources, "philly", "e9")}
+    if not any((Path(results_dir) / folders[n] / "runs.csv").is_file() for n in sources):
+        raise OutputError(f"{results_dir}: holds none of {', '.join(sources)}'s runs.csv; run "
+                          f"them first (evalstop-bench run {' '.join(sources)} --out "
+                          f"{results_dir}); {repo_root / 'BEYOND.md'} is left as it was")
+    e7x, e8x, e2x = (_read(results_dir, folders[name]) for name in sources)
     figure = "figures/beyond_noise.png"
     summary = None if e7x is None else summarise(e7x)
+    drawn = [] if figures is None else figures
     if summary is not None:
-        noise_figure(summary, repo_root / "figures")
-    trace = Path(results_dir) / "philly" / "table.md"
+        drawn += noise_figure(summary, repo_root / "figures")
+    trace = Path(results_dir) / folders["philly"] / "table.md"
     text = render(e7x, e8x, drop_to_noise_table(), figure,
                   trace.read_text() if trace.exists() else "", summary, e2x,
-                  corpus_markdown(Path(results_dir), repo_root / "figures"),
+                  corpus_markdown(Path(results_dir), repo_root / "figures", drawn,
+                                  folders["e9"]),
                   duration_leak_table())
     path = repo_root / "BEYOND.md"
     write_text(path, text)
@@ -357,23 +369,27 @@ def corpus_figure(corpus: pd.DataFrame, out_dir: Path, stem: str = "beyond_corpu
     return save(fig, out_dir, stem)
 
 
-def corpus_markdown(results_dir: Path, figures_dir: Path | None = None) -> str:
+def corpus_markdown(results_dir: Path, figures_dir: Path | None = None,
+                    drawn: list[Path] | None = None, e9_folder: str = "e9") -> str:
     """The real-curve section: every detector on every corpus run (kept as
     `results_dir`/corpus_scores.csv, rescored when its detectors, the corpus or the code changed)
-    and e9's runs when they exist; with `figures_dir`, also figures/beyond_corpus.{png,pdf}."""
+    and e9's runs when they exist; with `figures_dir`, also figures/beyond_corpus.{png,pdf}
+    (their paths appended to `drawn`)."""
     from evalstop_gym.traces.corpus import corpus_file
 
     from .corpus.scoring import stored_scores, summarise_corpus
     from .corpus.tables import corpus_section, e9_summary
 
     scores = stored_scores(Path(results_dir) / "corpus_scores.csv", CORPUS_DETECTORS)
-    e9 = _read(results_dir, "e9")
+    e9 = _read(results_dir, e9_folder)
     summary = summarise_corpus(scores)
     text = corpus_section(summary, None if e9 is None else e9_summary(e9),
                           corpus_file("reward").parent / "provenance.json")
     if figures_dir is None:
         return text
-    corpus_figure(summary, figures_dir)
+    paths = corpus_figure(summary, figures_dir)
+    if drawn is not None:
+        drawn += paths
     return text.replace("### (a) The corpus's runs, one by one\n",
                         "### (a) The corpus's runs, one by one\n\n"
                         "![false stops vs evals per run](figures/beyond_corpus.png)\n", 1)
@@ -389,7 +405,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--root", type=Path, default=Path("."), help="where BEYOND.md is written")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    print(f"wrote {write_beyond(args.results, args.root)}")
+    from .cli import UsageError, check_output
+
+    try:
+        check_output(args.root / "BEYOND.md", "--root", "file")
+        print(f"wrote {write_beyond(args.results, args.root)}")
+    except (OutputError, UsageError) as exc:
+        print(f"{p.prog}: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -167,13 +167,20 @@ def run_study(search: Search, out: Path, trials: int, sampler_seed: int) -> Any:
     """Optuna TPE over CONSTANTS, stored in out/study.sqlite; runs only the missing trials. The
     first trial is the defaults, so the search's best is never worse than them."""
     import optuna
+    from sqlalchemy.exc import SQLAlchemyError
 
     out.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name="e2-fit", storage=f"sqlite:///{(out / 'study.sqlite').resolve()}",
-        sampler=optuna.samplers.TPESampler(seed=sampler_seed), direction="minimize",
-        load_if_exists=True)
+    db = out / "study.sqlite"
+    try:
+        study = optuna.create_study(
+            study_name="e2-fit", storage=f"sqlite:///{db.resolve()}",
+            sampler=optuna.samplers.TPESampler(seed=sampler_seed), direction="minimize",
+            load_if_exists=True)
+    except SQLAlchemyError as exc:   # a damaged or foreign file where the study is kept
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise ValueError(f"{db}: not an Optuna study database ({reason}); move it away or use "
+                         "another --out") from None
     stored = study.user_attrs.get("settings")
     if stored is not None and stored != search.settings:
         raise ValueError(f"{out} holds a search over other settings ({stored}); use another "
@@ -194,7 +201,12 @@ def run_study(search: Search, out: Path, trials: int, sampler_seed: int) -> Any:
 
     remaining = max(0, trials - len(done))
     log.info("calibrate: %d trials stored, %d to run", len(done), remaining)
-    study.optimize(objective, n_trials=remaining, show_progress_bar=remaining > 0)
+    try:
+        study.optimize(objective, n_trials=remaining, show_progress_bar=remaining > 0)
+    except SQLAlchemyError as exc:   # e.g. "database or disk is full"; finished trials are kept
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise ValueError(f"{db}: cannot store a trial ({reason}); the trials stored so far are "
+                         "kept: free space and run again to resume") from None
     return study
 
 
@@ -261,11 +273,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .cli import UsageError
+    from .cli import UsageError, check_output
 
     if args.trials < 1 or (args.n_jobs is not None and args.n_jobs < 1):
         raise UsageError("--trials and --n-jobs must be at least 1")
-    out = Path(args.out)
+    for option, seeds in (("--seeds", args.seeds), ("--validation-seeds", args.validation_seeds),
+                          ("--sampler-seed", [args.sampler_seed])):
+        if seeds is not None and (min(seeds) < 0 or len(set(seeds)) != len(seeds)):
+            raise UsageError(f"{option} {' '.join(map(str, seeds))}: expected distinct whole "
+                             "numbers >= 0")
+    out = check_output(args.out, "--out", "dir")
     try:
         search = Search(args.seeds, args.n_jobs, args.constants or ())
         study = run_study(search, out, args.trials, args.sampler_seed)

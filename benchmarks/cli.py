@@ -27,8 +27,15 @@ from evalstop_gym.private_seeds import SeedSecret
 from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock
-from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
-from .runner import BACKENDS, BackendError, RunOptions
+from .pipeline import MATRIX, check_collatable, collate_out, prepare, run_experiment, variant
+from .runner import (
+    BACKENDS,
+    CONNECT_S,
+    BackendError,
+    RunOptions,
+    check_address,
+    local_workers,
+)
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("evalstop_gym.benchmarks.cli", "name the experiments and their titles"),
@@ -60,13 +67,58 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, Any]:
     return out
 
 
+def check_output(path: str | Path, option: str, kind: str = "file",
+                 inputs: Sequence[str | Path] = ()) -> Path:
+    """A user's output path, checked before any work starts so that a long computation never
+    ends in a traceback, and never replaces one of its own inputs: `kind` is "file" or "dir";
+    raises UsageError (one line naming `option`) when the path is of the other kind, lies under
+    a regular file, is in a folder that cannot be written, or is the same file as an input."""
+    path = Path(path)
+    where = f"{option} {path}"
+    if kind == "file" and path.is_dir():
+        raise UsageError(f"{where}: is a folder; expected a file path")
+    if kind == "dir" and path.exists() and not path.is_dir():
+        raise UsageError(f"{where}: is a file; expected a folder")
+    for given in inputs:
+        if _same_file(path, Path(given)):
+            raise UsageError(f"{where}: is also an input ({given}); writing it would replace "
+                             "it: choose another output path")
+    ancestor = path if kind == "dir" else path.parent
+    ancestor = Path(os.path.abspath(ancestor))
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{where}: {ancestor} is a file, not a folder; choose another path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{where}: folder {ancestor} is not writable; choose another path")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` (or the trainer_state.json a checkpoint folder `b` holds) are one
+    file: by inode where both exist, else by resolved path."""
+    candidates = [b, b / "trainer_state.json"] if b.is_dir() else [b]
+    for c in candidates:
+        if a.exists() and c.exists():
+            if os.path.samefile(a, c):
+                return True
+        elif a.resolve() == c.resolve():
+            return True
+    return False
+
+
 def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> None:
     """Options shared by `run` and `report`."""
     p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the experiment's)")
     p.add_argument("--out", default=out_default, help="output directory")
-    p.add_argument("--workers", type=int, default=1, help="parallel runs (default 1 = serial)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="parallel runs (default 1 = serial); on this machine, capped at its "
+                        "CPU count with a warning")
     p.add_argument("--backend", choices=BACKENDS, default="loky", help="joblib backend")
-    p.add_argument("--scheduler-address", default=None, help="dask/ray cluster address")
+    p.add_argument("--scheduler-address", default=None,
+                   help="dask (HOST:PORT, tcp://HOST:PORT) or ray (HOST:PORT, ray://HOST:PORT, "
+                        "auto) cluster address; needs --backend dask or ray; a cluster that "
+                        f"does not answer within {CONNECT_S} s is an error")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="override a config value in every experiment (repeatable)")
     p.add_argument("--engine", choices=ENGINES, default=None,
@@ -112,6 +164,11 @@ def check_sweep_args(args: argparse.Namespace) -> None:
     if args.seeds is not None and (any(s < 0 for s in args.seeds)
                                    or len(set(args.seeds)) != len(args.seeds)):
         raise UsageError(f"--seeds {args.seeds}: expected distinct whole numbers >= 0")
+    check_output(args.out, "--out", "dir")
+    check_collatable(Path(args.out))   # an empty or foreign runs.csv, before any run
+    check_address(args.backend, args.scheduler_address)   # no network yet: its form only
+    if not args.scheduler_address:
+        args.workers = local_workers(args.workers)
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -190,7 +247,10 @@ def entry_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager:
     once, not at every step, and no other sweep slips in between steps. `run` locks in main_run."""
     if args.command != "report":
         return contextlib.nullcontext()
+    from .report import check_outputs
+
     check_sweep_args(args)   # a bad value fails before OUT is created
+    check_outputs(args)
     return out_lock(Path(args.out))
 
 
@@ -207,11 +267,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (*USER_ERRORS, UsageError) as exc:
         print(f"evalstop-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:   # a disk that filled up, a folder removed under us: one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"evalstop-bench {args.command}: error: {where}{exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("evalstop-bench: interrupted; finished runs are kept, run again to resume",
               file=sys.stderr)
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":   # run the package's module, whose UsageError subcommands raise
+    from evalstop_gym.benchmarks.cli import main as package_main
+
+    sys.exit(package_main())

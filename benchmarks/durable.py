@@ -41,16 +41,27 @@ def atomic_path(path: Path) -> Iterator[Path]:
     ends without an error, removed otherwise."""
     path = Path(path)
     _make_folder(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TMP_PREFIX, suffix=f".part{path.suffix}")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TMP_PREFIX,
+                                   suffix=f".part{path.suffix}")
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes it private; outputs are for everyone
         yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):   # a full disk, a quota, a read-only mount: one line
+            raise _cannot_write(path, exc) from None
         raise
+
+
+def _cannot_write(path: Path, exc: OSError) -> OutputError:
+    return OutputError(f"{path}: cannot write this file ({exc.strerror or exc}); the previous "
+                       "version, if any, is untouched")
 
 
 def _umask() -> int:

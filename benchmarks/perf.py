@@ -416,6 +416,11 @@ def write_markdown(lines: list[str], quick: bool, path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from .cli import check_output
+
+    check_output(args.out, "--out", "dir")   # before the minutes of measuring, not after
+    if not args.no_markdown:
+        check_output(args.markdown, "--markdown", "file")
     res: dict[str, Any] = {"machine": machine()}
     res["events"] = simulator_events(args.repeats)
     # the headline figures at the top level too (the compiled engine's; the reference's are in
@@ -433,8 +438,10 @@ def main(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)
     durable.write_text(args.out / "perf.json", json.dumps(res, indent=2) + "\n")
+    print(f"wrote {args.out / 'perf.json'}")
     if not args.no_markdown:
         write_markdown(lines, args.quick, args.markdown)
+        print(f"wrote {args.markdown}")
     return 0
 
 

@@ -4,7 +4,9 @@ Layout under OUT: `OUT/<exp>/{runs/, runs.csv, jobs.csv, summary.csv, table.md, 
 per experiment, and `OUT/{runs,jobs,summary}.csv` and `OUT/table.md` collated over every
 experiment present in OUT, so `run e2 --out DIR` also leaves E2's files directly in DIR.
 A run with --set is a variant with a folder of its own, `OUT/e2__noise.sigma=0.05/` (`variant`),
-so variants sharing an OUT never overwrite each other's tables; without --set, `OUT/e2/`.
+so variants sharing an OUT never overwrite each other's tables; without --set, `OUT/e2/`. A
+user's experiment file that keeps a packaged experiment's name but differs from it gets a
+folder of its own too, `OUT/e2__<file>~<hash>/` (`own_name`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from evalstop_gym.experiment import Experiment, load_experiment
+from evalstop_gym.config import to_dict
+from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
 from evalstop_gym.policies import make_policy
 
 from . import durable
-from .runner import DEFAULT_OPTIONS, RunOptions, SweepResult, run_sweep
+from .runner import DEFAULT_OPTIONS, ID_COLUMNS, RunOptions, SweepResult, run_sweep
 from .stats import summary_table
 from .tables import experiment_markdown, terminal_table
 
@@ -58,10 +61,31 @@ def references(exp: Experiment) -> dict[str, Mapping[str, Any]]:
 def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
             policies: Sequence[str] = ()) -> Experiment:
     """Load and fully validate an experiment (configs and policy names) before any run starts."""
-    exp = load_experiment(name).with_overrides(overrides or {}).with_policies(policies)
+    exp = own_name(load_experiment(name), name).with_overrides(overrides or {})
+    exp = exp.with_policies(policies)
     for cell in exp.cells:
         make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     return labelled_models(exp)
+
+
+def own_name(exp: Experiment, given: str | Path) -> Experiment:
+    """A user's experiment file named like a packaged experiment (a copy of configs/e2.yaml
+    that keeps `name: e2`) but differing from it is renamed `e2__<file>~<hash>`, so its runs
+    and tables never replace the packaged experiment's in OUT/e2/; an identical copy keeps the
+    name (its runs are the same runs)."""
+    from .figures import VARIANT_SEP
+
+    path = Path(given)
+    if path.suffix not in (".yaml", ".yml") or exp.name not in list_experiments():
+        return exp
+    if exp == load_experiment(exp.name):
+        return exp
+    blob = json.dumps([to_dict(exp.config), repr(exp.cells), exp.seeds, repr(exp.reference)],
+                      sort_keys=True, default=str)
+    safe = SAFE_NAME.sub("_", path.stem)[:40]
+    tag = hashlib.sha256(blob.encode()).hexdigest()[:8]
+    return dataclasses.replace(exp, name=f"{exp.name}{VARIANT_SEP}{safe}~{tag}",
+                               title=f"{exp.title or exp.name} [{path}]")
 
 
 def labelled_models(exp: Experiment) -> Experiment:
@@ -125,10 +149,30 @@ def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = Non
     return ExperimentOutput(exp, result, md, directory)
 
 
+def check_collatable(out: Path) -> list[Path]:
+    """The experiment folders of OUT (those holding a runs.csv), each runs.csv's header checked
+    first: an empty or foreign one would stop the collation with a parser's traceback after
+    the sweep, so it is a one-line OutputError naming the file, before any run."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    dirs = sorted(d for d in out.iterdir() if (d / "runs.csv").is_file())
+    for d in dirs:
+        path = d / "runs.csv"
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            header = [c.strip() for c in fh.readline().strip().split(",")]
+        lacking = [c for c in ID_COLUMNS if c not in header]
+        if lacking:
+            raise durable.OutputError(
+                f"{path}: {'empty' if header == [''] else 'not a runs.csv of evalstop-bench'}; "
+                f"expected a header with {', '.join(ID_COLUMNS)}: move it out of --out {out}")
+    return dirs
+
+
 def collate_out(out: Path) -> None:
     """OUT/{runs,jobs,summary}.csv and OUT/table.md over every experiment directory in OUT."""
     with durable.out_lock(out) as out:
-        dirs = sorted(d for d in out.iterdir() if (d / "runs.csv").exists())
+        dirs = check_collatable(out)
         for name in OUTPUT_FILES:
             frames = [pd.read_csv(d / name) for d in dirs if (d / name).exists()]
             if frames:

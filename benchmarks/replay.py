@@ -13,10 +13,16 @@ Detectors that learn across runs (MedianPruner, CUSUM and BOCPD with the pooled 
 judge each run with every *other* run of its group as a finished peer (leave one out), so the
 order of the files never changes a result. Groups (`--group-by`): one per metric and direction
 (default), one per file, each run alone, or all runs together; a group that mixes metrics is
-reported with a warning. A peer counts as completed unless its log stops before its max_steps.
+reported with a warning. A peer counts as completed unless its log stops before its max_steps;
+a run its CSV marks `completed=no` (it crashed) is replayed but is never any run's peer (the
+run list says so).
 Cost is linear in a log's length for the detectors whose update is O(1) (see `online`). A
 detector that learns from other runs is judged leave-one-out, each run by a fresh detector
-fed every other run of its group: O(runs^2) per group, times that detector's own cost.
+fed every other run of its group: O(runs^2) per group, times that detector's own cost. The
+default detectors are all O(1) or O(window) per eval (EvalStop, Patience, MedianPruner), so a
+run of thousands of evals replays in seconds; CUSUM and BOCPD with the pooled noise estimate
+rescan a run's history at each eval and are replayed only when named. A progress bar (evals
+replayed) goes to stderr.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -41,7 +47,7 @@ from evalstop_gym.traces.logs import LogError, LoggedRun, read_logs
 from . import tables
 from .durable import write_csv
 
-DEFAULT_DETECTORS = ("EvalStop-2", "Patience-3", "CUSUM-0-3", "BOCPD-0.5", "MedianPruner")
+DEFAULT_DETECTORS = ("EvalStop-2", "Patience-3", "MedianPruner")   # O(1)/O(window) per eval
 GROUP_BY = ("metric", "file", "run", "none")
 
 
@@ -90,7 +96,8 @@ def peer_view(run: LoggedRun, job_type: str) -> SchedulerJobView:
     monitor = monitor_for(run, _RecordOnly(), job_type)   # records only; never decides
     for step, value, loss in zip(run.steps, run.values, run.losses, strict=True):
         monitor.record(step, value, _loss(loss))
-    completed = run.max_steps is None or run.steps[-1] >= run.max_steps
+    completed = run.completed if run.completed is not None else \
+        run.max_steps is None or run.steps[-1] >= run.max_steps
     return monitor.final_view(completed)
 
 
@@ -138,8 +145,10 @@ def mixed_groups(groups: dict[str, list[LoggedRun]]) -> list[str]:
 
 
 def replay(runs: Sequence[LoggedRun], detectors: Sequence[str], job_type: str = "rlhf",
-           group_by: str = "metric") -> pd.DataFrame:
-    """One row per (run, detector), runs in the order given."""
+           group_by: str = "metric",
+           progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """One row per (run, detector), runs in the order given; `progress(n)` hears each run's
+    number of evals once it is replayed. A crashed run (`completed=no`) is no one's peer."""
     groups = group_runs(runs, group_by)
     peers: dict[str, list[SchedulerJobView]] = {}      # built for the first cross-run detector
     rows: dict[tuple[int, int], ReplayRow] = {}
@@ -152,14 +161,17 @@ def replay(runs: Sequence[LoggedRun], detectors: Sequence[str], job_type: str = 
         for key, members in groups.items():
             shared = make_detector(name)
             if cross and key not in peers:
-                peers[key] = [peer_view(r, job_type) for r in members]
+                peers[key] = [None if r.completed is False else peer_view(r, job_type)
+                              for r in members]
             for i, run in enumerate(members):
                 detector = make_detector(name) if cross else shared
                 if cross:
                     for j, view in enumerate(peers[key]):
-                        if j != i:
+                        if j != i and view is not None:
                             detector.on_job_end(view)
                 rows[(order[id(run)], d)] = replay_run(run, detector, job_type)
+                if progress is not None:
+                    progress(len(run.steps))
     return pd.DataFrame([rows[k] for k in sorted(rows)], columns=list(ReplayRow._fields))
 
 
@@ -183,13 +195,21 @@ def describe(runs: Sequence[LoggedRun]) -> list[str]:
         lines.append(f"{run.run_id}: {run.metric}, {'lower' if run.mode == 'min' else 'higher'}"
                      f" is better (from {run.mode_from}), {len(run.steps)} evals, {length}")
         lines.extend(f"  note: {note}" for note in run.notes)
+        if run.completed is False:
+            lines.append("  note: crashed (completed=no): replayed, but never a peer that "
+                         "cross-run detectors learn from")
     return lines
+
+
+def check_csv_folder(path: Path) -> None:
+    """--csv's folder exists (replay does not create folders)."""
+    if not path.parent.is_dir():
+        raise LogError(f"--csv {path}: folder {path.parent} does not exist; create it first")
 
 
 def write_csv_atomic(table: pd.DataFrame, path: Path) -> None:
     """The table written to a temp file beside `path`, then renamed onto it."""
-    if not path.parent.is_dir():
-        raise LogError(f"--csv {path}: folder {path.parent} does not exist; create it first")
+    check_csv_folder(path)
     write_csv(table, path)
 
 
@@ -198,7 +218,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CSV (job_id, step, eval_score[, loss, ...]) or trainer_state.json "
                         "files, or checkpoint directories holding a trainer_state.json")
     p.add_argument("--detectors", nargs="+", default=list(DEFAULT_DETECTORS),
-                   help=f"detector names (default: {' '.join(DEFAULT_DETECTORS)})")
+                   help=f"detector names (default: {' '.join(DEFAULT_DETECTORS)}: each costs "
+                        "O(1) or O(window) per eval, so long runs replay in seconds; CUSUM and "
+                        "BOCPD rescan a run's history at every eval and are slow on runs of "
+                        "thousands of evals)")
     p.add_argument("--metric", default=None,
                    help="the eval metric (trainer_state.json key or CSV column; default: the "
                         "log's metric_for_best_model, else the first eval_* that is not "
@@ -215,10 +238,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the replay table; 2 on a bad log or detector name (the message says which)."""
+    from tqdm import tqdm
+
+    from .cli import UsageError, check_output
+
+    if args.csv:
+        check_output(args.csv, "--csv", "file", args.logs)
     try:
+        if args.csv:
+            check_csv_folder(Path(args.csv))   # before the replay, not after it
+        active = [d for d in args.detectors if make_detector(d) is not None]
+        if not active:
+            raise UsageError(f"--detectors {' '.join(args.detectors)}: no detector to replay; "
+                             f"name one or more, e.g. {' '.join(DEFAULT_DETECTORS)}")
         runs = read_logs(args.logs, args.metric, args.mode)
         warnings = mixed_groups(group_runs(runs, args.group_by))
-        table = replay(runs, args.detectors, args.job_type, args.group_by)
+        total = sum(len(r.steps) for r in runs) * len(active)
+        with tqdm(total=total, desc="replay", unit="eval", file=sys.stderr, leave=False) as bar:
+            table = replay(runs, args.detectors, args.job_type, args.group_by, bar.update)
         if args.csv:
             write_csv_atomic(table, Path(args.csv))
     except (LogError, PolicyNameError) as exc:

@@ -19,6 +19,10 @@ import importlib
 import json
 import logging
 import math
+import os
+import re
+import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -45,6 +49,10 @@ ID_COLUMNS = ("experiment", "cell", "label", "policy", "base", "detector", "para
               "seed")
 BACKENDS = ("loky", "dask", "ray")
 CONNECT_S = 10   # seconds to reach a --scheduler-address before giving up
+CONNECT_ENV = "EVALSTOP_CONNECT_S"   # overrides CONNECT_S (a short deadline for a test)
+ADDRESS = re.compile(r"(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
+                     r":(?P<port>[0-9]{1,5})/?")
+SCHEMES = {"dask": ("tcp", "tls"), "ray": ("ray",)}
 INSTALL = {"dask": "pip install 'evalstop-gym[dask]'", "ray": "pip install 'evalstop-gym[ray]'"}
 
 
@@ -181,14 +189,104 @@ def missing(todo: Sequence[RunSpec], run_dir: Path,
     return out
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity, which a container or taskset narrows)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def local_workers(workers: int) -> int:
+    """`workers` capped at the CPUs of this machine: more processes than CPUs only queue, each
+    holding its own memory (a thousand of them fill the RAM within a minute)."""
+    cpus = available_cpus()
+    if workers > cpus:
+        log.warning("--workers %d: capped at %d, the CPUs this machine gives this process",
+                    workers, cpus)
+    return min(workers, cpus)
+
+
+def connect_deadline() -> float:
+    """Seconds to reach a cluster: CONNECT_S, or EVALSTOP_CONNECT_S when set."""
+    raw = os.environ.get(CONNECT_ENV)
+    if raw is None:
+        return float(CONNECT_S)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise BackendError(f"{CONNECT_ENV}={raw!r}: expected a number of seconds > 0")
+    return value
+
+
+def check_address(backend: str, address: str | None) -> tuple[str, int] | None:
+    """(host, port) of a --scheduler-address, None for ray's 'auto'; a malformed one, or one
+    given to the local backend (which would ignore it), is a one-line BackendError."""
+    if address is None:
+        return None
+    if backend not in SCHEMES:
+        raise BackendError(f"--scheduler-address {address}: the {backend} backend runs on this "
+                           "machine only; use --backend dask or ray to reach a cluster")
+    if backend == "ray" and address == "auto":
+        return None
+    m = ADDRESS.fullmatch(address)
+    if m is None or (m["scheme"] and m["scheme"] not in SCHEMES[backend]) \
+            or not 0 < int(m["port"]) < 65536:
+        forms = " or ".join(f"{s}://HOST:PORT" for s in SCHEMES[backend])
+        raise BackendError(f"--scheduler-address {address!r}: expected HOST:PORT or {forms}"
+                           f"{' or auto' if backend == 'ray' else ''} (PORT in 1..65535)")
+    return m["host"].strip("[]"), int(m["port"])
+
+
+def probe(backend: str, address: str | None) -> None:
+    """Open (and close) a TCP connection to the cluster within the deadline, so an address
+    where nothing listens fails at once in one line rather than inside the client's retries."""
+    where = check_address(backend, address)
+    if where is None:
+        return
+    deadline = connect_deadline()
+    try:
+        socket.create_connection(where, timeout=deadline).close()
+    except OSError as exc:
+        raise BackendError(f"{backend} cluster at {address}: cannot connect within "
+                           f"{deadline:g} s ({exc.strerror or exc})") from None
+
+
+def within_deadline(connect: Any, what: str) -> Any:
+    """`connect()` in a thread of its own, given up on (BackendError) when it has not returned
+    by the deadline: ray's client retries a silent address for minutes, and dask's handshake
+    with a port that accepts but never answers outlasts its own timeout."""
+    deadline, box = connect_deadline(), {}
+
+    def attempt() -> None:
+        try:
+            box["value"] = connect()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=attempt, name=f"connect {what}", daemon=True)
+    thread.start()
+    thread.join(deadline)
+    if thread.is_alive():
+        raise BackendError(f"{what}: cannot connect within {deadline:g} s (no answer; is a "
+                           "cluster running there?)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 @contextlib.contextmanager
 def backend_context(backend: str, workers: int, address: str | None) -> Iterator[int]:
     """joblib's backend switch; yields the n_jobs to pass to Parallel."""
+    if backend not in BACKENDS:
+        raise BackendError(f"backend {backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
+    probe(backend, address)
+    if not address:
+        workers = local_workers(workers)
     if backend == "loky":
         yield workers
         return
-    if backend not in BACKENDS:
-        raise BackendError(f"backend {backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
     try:
         importlib.import_module("dask.distributed" if backend == "dask" else "ray")
     except ImportError:
@@ -198,8 +296,9 @@ def backend_context(backend: str, workers: int, address: str | None) -> Iterator
 
         with contextlib.ExitStack() as stack:
             if address:
-                client = stack.enter_context(_reach(lambda: Client(address, timeout=CONNECT_S),
-                                                    backend, address))
+                client = stack.enter_context(_reach(lambda: within_deadline(
+                    lambda: Client(address, timeout=connect_deadline()),
+                    f"dask cluster at {address}"), backend, address))
             else:
                 cluster = stack.enter_context(LocalCluster(
                     n_workers=workers, processes=True, threads_per_worker=1,
@@ -214,9 +313,12 @@ def backend_context(backend: str, workers: int, address: str | None) -> Iterator
 
         started = not ray.is_initialized()
         if started:
-            _reach(lambda: ray.init(address=address, num_cpus=None if address else workers,
-                                    include_dashboard=False, log_to_driver=False),
-                   backend, address)
+            def connect() -> Any:
+                return ray.init(address=address, num_cpus=None if address else workers,
+                                include_dashboard=False, log_to_driver=False)
+
+            _reach(lambda: within_deadline(connect, f"ray cluster at {address}") if address
+                   else connect(), backend, address)
         try:
             yield -1
         finally:
@@ -231,7 +333,7 @@ def _reach(connect: Any, backend: str, address: str | None) -> Any:
         return connect()
     except (OSError, TimeoutError) as exc:   # ConnectionError is an OSError
         raise BackendError(f"{backend} cluster at {address}: cannot connect within "
-                           f"{CONNECT_S} s ({' '.join(str(exc).split())})") from None
+                           f"{connect_deadline():g} s ({' '.join(str(exc).split())})") from None
 
 
 def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: str = "loky",

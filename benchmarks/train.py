@@ -27,10 +27,11 @@ import pandas as pd
 
 import evalstop_gym  # noqa: F401  (registers EvalStopCluster-v0)
 from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
+from evalstop_gym.env.arguments import MAX_TABLE_ROWS
 from evalstop_gym.experiment import PAPER_SEEDS
 
 from . import durable
-from .cli import UsageError, parse_overrides
+from .cli import UsageError, check_output, parse_overrides
 
 log = logging.getLogger(__name__)
 ALGOS = ("ppo", "dqn", "maskable_ppo")
@@ -42,6 +43,7 @@ PRINTED = (("reward", "reward", 1.0), ("JCT", "jct", 1.0), ("wasted%", "wasted_f
            ("stopped", "n_stopped", 1.0), ("regret", "quality_regret", 1.0),
            ("TTFUC", "ttfuc", 1.0))
 ENV_ID = "EvalStopCluster-v0"
+MAX_SEED = 2**32 - 1   # numpy's and torch's largest seed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,6 +85,12 @@ def check_args(args: argparse.Namespace) -> None:
                             "control=full is MultiDiscrete: use ppo or maskable_ppo)")
     if any(s < 0 for s in args.eval_seeds):
         raise UsageError(f"--eval-seeds {args.eval_seeds}: expected whole numbers >= 0")
+    top = MAX_SEED - args.n_envs + 1   # env i is seeded --seed + i
+    if not 0 <= args.seed <= top:
+        raise UsageError(f"--seed {args.seed}: expected a whole number in [0, {top}]")
+    if args.max_jobs > MAX_TABLE_ROWS:
+        raise UsageError(f"--max-jobs {args.max_jobs}: expected a whole number in "
+                         f"[1, {MAX_TABLE_ROWS}] (table rows of control=full)")
 
 
 def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -212,8 +220,13 @@ def save(args: argparse.Namespace, model: Any, results: dict, summary: pd.DataFr
 
 def main(args: argparse.Namespace) -> int:
     check_args(args)
-    env_kwargs(args)       # a bad --set or baseline name fails before any training
+    try:   # a bad --config, --set or base scheduler fails before any training
+        gym.make(ENV_ID, **env_kwargs(args)).close()
+    except ValueError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
     baseline_actors(args)
+    config = [args.config] if args.config.endswith((".yaml", ".yml")) else []
+    check_output(args.out, "--out", "dir", config)
     import torch
 
     # --- seeding: torch and SB3 from --seed; training workloads from the env seeds (--seed + i)

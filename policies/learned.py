@@ -32,8 +32,19 @@ def load_sb3_model(path: str | Path) -> Any:
     if not path.exists():
         raise FileNotFoundError(f"model file {path} does not exist; train one with "
                                 "python -m evalstop_gym.benchmarks.train_stop_policy")
-    data, _, _ = load_from_zip_file(path, device="cpu", load_data=True)
+    if path.is_dir():
+        raise NotADetectorModel(f"model file {path} is a folder; expected the .zip a "
+                                "training run saved in it")
+    try:
+        data, _, _ = load_from_zip_file(path, device="cpu", load_data=True)
+    except (ValueError, AssertionError, KeyError, EOFError) as exc:   # SB3's words for "not mine"
+        raise NotADetectorModel(f"model file {path} is not a saved stable-baselines3 model "
+                                f"({' '.join(str(exc).split()) or type(exc).__name__}); save "
+                                "one with evalstop-bench train") from None
     module = getattr((data or {}).get("policy_class"), "__module__", "")
+    if not module:
+        raise NotADetectorModel(f"model file {path} holds no stable-baselines3 policy; save "
+                                "one with evalstop-bench train")
     if module.startswith("sb3_contrib.") and ".maskable." in module:
         from sb3_contrib import MaskablePPO  # in the rl extra
 

@@ -88,7 +88,22 @@ def make_detector(name: str) -> Detector | None:
     try:
         return DETECTORS[prefix](args)
     except (ValueError, IndexError) as exc:
-        raise PolicyNameError(f"detector {name!r}: {exc}") from None
+        raise PolicyNameError(f"detector {name!r}: {_parse_error(prefix, args, exc)}") from None
+
+
+def _parse_error(prefix: str, args: list[str], exc: Exception) -> str:
+    """Python's parser text ('invalid literal for int()') as what the name should have held."""
+    text = str(exc)
+    if not text.startswith(("invalid literal for int()", "could not convert string to float")):
+        return text
+    whole = text.startswith("invalid literal")
+    bad = text.rpartition(": ")[2].strip("'")
+    kind = "a whole number" if whole else "a number"
+    try:
+        example = f", e.g. {DETECTORS[prefix]([]).name!r} (its defaults)"
+    except (ValueError, IndexError, TypeError):
+        example = ""
+    return f"parameter {bad!r} must be {kind}; expected {prefix}-<number>[-<number>...]{example}"
 
 
 def _finite_or_word(arg: str) -> bool:

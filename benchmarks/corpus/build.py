@@ -4,8 +4,10 @@ Each family's generator (`supervised`, `reward_hacking`) lists its runs' setting
 run from its settings alone; this command runs them all (with a progress bar), writes one CSV
 per family in the replay format and `provenance.json` (every run's
 settings, the library versions, the label of each run from its test curve, and the Gao fit of
-the hacking reward runs) into `--out` (default: the package's `traces/data/corpus`), each file
-atomically. `--only FAMILY` rebuilds one family.
+the hacking reward runs) into `--out` (default: `corpus/` in the current folder), each file
+atomically. `--only FAMILY` rebuilds one family. The corpus the package ships is never written
+over: a folder inside the installed package is refused; to update the shipped files, build into
+a folder of your own, compare, and copy them over by hand.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from . import reward_hacking, supervised
 from .seeding import REPRODUCIBLE
 
 log = logging.getLogger(__name__)
+DEFAULT_OUT = Path("corpus")
 
 GENERATORS: dict[str, Any] = {"supervised": supervised, "reward": reward_hacking}
 COLUMNS = {
@@ -39,8 +42,10 @@ COLUMNS = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["build"], help="build: train every run, write the files")
-    p.add_argument("--out", type=Path, default=None,
-                   help="folder to write to (default: the package's traces/data/corpus)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"folder to write to (default: {DEFAULT_OUT}/ in the current folder; a "
+                        "folder inside the installed package, such as the shipped corpus, is "
+                        "refused)")
     p.add_argument("--only", choices=FAMILIES, default=None, help="rebuild one family only")
 
 
@@ -90,10 +95,28 @@ def provenance(families: Sequence[str], out: Path) -> dict[str, Any]:
     return doc
 
 
+def check_out(out: Path) -> Path:
+    """--out, refused when it lies inside the installed package (the shipped corpus is data
+    every user's results depend on) or cannot be written."""
+    import evalstop_gym
+    import evalstop_gym.policies
+
+    from ..cli import UsageError, check_output
+
+    resolved = Path(out).resolve()
+    roots = [Path(m.__file__).resolve().parent for m in (evalstop_gym, evalstop_gym.policies)]
+    for root in [*roots, Path(__file__).resolve().parents[1]]:   # ... and the benchmarks
+        if resolved == root or root in resolved.parents:
+            raise UsageError(f"--out {out}: inside the installed package ({root}); build into "
+                             "a folder of your own (default ./corpus) and copy files over by "
+                             "hand to update the shipped corpus")
+    return check_output(out, "--out", "dir")
+
+
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    out = args.out or corpus_file("supervised").parent
+    out = check_out(args.out)
     families = [args.only] if args.only else list(FAMILIES)
     total = sum(len(GENERATORS[f].run_settings()) for f in families)
     with tqdm(total=total, desc="corpus runs", unit="run") as bar:

@@ -10,7 +10,8 @@ Two formats:
   callback, live, can only judge the first; both walk the log with `history_evals`).
 - CSV with a header `job_id, step, eval_score[, loss]` and any further named columns (one of
   them may be chosen as the metric, e.g. `test_score`), UTF-8 (a byte-order mark is dropped),
-  any number of runs, rows in any order of runs but in increasing step within a run.
+  any number of runs, rows in any order of runs but in increasing step within a run. A
+  `completed` column (yes/no, the run's last row decides) marks a crashed run (no).
 
 Direction: `mode=` if given, else the log's `greater_is_better`, else the metric's name (loss,
 wer, cer, perplexity, ppl, error: lower is better), else higher is better; `LoggedRun.mode_from`
@@ -53,6 +54,7 @@ class LoggedRun(NamedTuple):
     losses: tuple[float, ...]   # training loss at each eval (NaN where none was logged before)
     max_steps: int | None       # the run's planned length, when the log says
     notes: tuple[str, ...] = ()  # what was chosen or tolerated on the reader's behalf
+    completed: bool | None = None   # a CSV's `completed` column (no: the run crashed); None: unsaid
 
 
 def mode_for(metric: str, mode: str | None = None,
@@ -370,6 +372,8 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
             raw_loss = row[index["loss"]].strip() if "loss" in index else ""
             rec["losses"].append(_text_number(raw_loss, where, "loss") if raw_loss else math.nan)
             rec["lines"].append(line)
+            if "completed" in index:
+                rec["completed"] = _yes_no(row[index["completed"]], where)
     if not runs:
         raise LogError(f"{path}: no rows after the header; a CSV needs at least one eval")
     out = []
@@ -378,8 +382,20 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
                      None)
         out.append(LoggedRun(run_id, str(path), column, run_mode, mode_from,
                              tuple(rec["steps"]), tuple(rec["values"]), tuple(rec["losses"]),
-                             None))
+                             None, completed=rec.get("completed")))
     return out
+
+
+def _yes_no(value: str, where: str) -> bool | None:
+    """A `completed` cell: yes/true/1 or no/false/0 (any case); empty: not said."""
+    word = value.strip().lower()
+    if word in ("yes", "true", "1"):
+        return True
+    if word in ("no", "false", "0"):
+        return False
+    if not word:
+        return None
+    raise LogError(f"{where}: completed is {value!r}; expected yes or no (or empty)")
 
 
 def read_logs(paths: Iterable[Path | str], metric: str | None = None,
