@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -340,9 +341,19 @@ def write_beyond(results_dir: Path, repo_root: Path, figures: list[Path] | None 
                                   folders["e9"]),
                   duration_leak_table())
     path = repo_root / "BEYOND.md"
-    write_text(path, text)
+    write_text(path, with_which_detector(text, path))
     log.info("wrote %s", path)
     return path
+
+
+def with_which_detector(text: str, old: Path) -> str:
+    """`text` carrying the "Which detector?" section of the BEYOND.md it replaces: another
+    command (`benchmarks.which_detector --beyond`) writes that section, from runs of its own."""
+    from .which_detector import END, START, replace_section
+
+    previous = old.read_text(encoding="utf-8") if old.is_file() else ""
+    found = re.search(re.escape(START) + ".*?" + re.escape(END) + "\n?", previous, re.S)
+    return replace_section(text, found.group(0)) if found else text
 
 
 CORPUS_DETECTORS = ("EvalStop-2", "StopAt-0.65", "LossPlateau", "Patience-3", "CUSUM-0-3",

@@ -72,3 +72,16 @@ def test_bad_options_fail_in_one_line_before_any_run(capsys) -> None:
     assert "--n-jobs must be >= 1" in capsys.readouterr().err
     with pytest.raises(PolicyNameError):
         wd.main(["--detectors", "NoSuch-1"])
+
+
+def test_regenerating_beyond_keeps_the_which_detector_section(tmp_path):
+    """write_beyond re-renders BEYOND.md from the sweeps; the section this command wrote stays."""
+    from evalstop_gym.benchmarks.beyond import with_which_detector
+    from evalstop_gym.benchmarks.which_detector import END, START
+
+    old = tmp_path / "BEYOND.md"
+    section = f"{START}\n## Which detector?\n\nmeasured rows\n{END}\n"
+    old.write_text("# Beyond\n\nold tables\n\n" + section)
+    new = with_which_detector("# Beyond\n\nnew tables\n", old)
+    assert new == "# Beyond\n\nnew tables\n\n" + section
+    assert with_which_detector("# Beyond\n", tmp_path / "absent.md") == "# Beyond\n"
