@@ -39,7 +39,8 @@ def duration_errors(config: SimConfig, seeds: Sequence[int]) -> dict[tuple[str, 
     errors: dict[tuple[str, str], list[float]] = {}
     for seed in seeds:
         jobs = generate_workload(config, seed)
-        cluster, base, before = Cluster(config, jobs), SRTFEst(), {}
+        cluster, base = Cluster(config, jobs), SRTFEst()
+        before: dict[int, tuple[float, float]] = {}   # job id -> (progress, trained) last check
         while (req := cluster.next_decision()) is not None:
             if not isinstance(req, CheckRequest):
                 cluster.answer_schedule(base.schedule(req.cluster, req.waiting, req.running))

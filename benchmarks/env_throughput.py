@@ -48,7 +48,7 @@ def main() -> None:
     rows["EvalStopCluster-v0 stop (EvalStop-2)"] = steps_per_second(
         stop_env, stop_agent.act, args.seconds)
     full_env = gym.make("EvalStopCluster-v0", config=args.config, control="full")
-    full_agent = TableEvalStopAgent(full_env.unwrapped.encoder.max_jobs)
+    full_agent = TableEvalStopAgent(full_env.get_wrapper_attr("encoder").max_jobs)
     rows["EvalStopCluster-v0 full (EvalStop-2 on the table)"] = steps_per_second(
         full_env, full_agent.act, args.seconds)
 

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from evalstop_gym.online import MonitorGroup, RunMonitor
@@ -115,7 +115,7 @@ def growth(rows: list[dict], key: str, inverse: bool) -> None:
         row[f"x10 {key}"] = ratio ** (1.0 / math.log10(row["evals"] / prev["evals"]))
 
 
-def measure(sizes: Sequence[int], history: dict[str, Sequence[int]]) -> list[dict]:
+def measure(sizes: Sequence[int], history: Mapping[str, Sequence[int]]) -> list[dict]:
     rows = []
     plan = [("replay", n) for n in sizes] + [(d, n) for d in CONSTANT for n in sizes]
     plan += [(d, n) for d, ns in history.items() for n in ns]

@@ -160,8 +160,9 @@ def policy_walls(seed: int = 42) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"policy": spec}
         for engine in ("auto", "python"):
             simulate(config, parse_policy(spec), seed, engine=engine)    # warm-up (compiling)
-            wall, result = best_time(
-                lambda s=spec, e=engine: simulate(config, parse_policy(s), seed, engine=e), 3)
+            def run(s: str = spec, e: str = engine) -> Any:   # a fresh policy per repeat
+                return simulate(config, parse_policy(s), seed, engine=e)
+            wall, result = best_time(run, 3)
             row["wall_s" if engine == "auto" else "reference_wall_s"] = wall
             row["events"] = result.events
         row["engine"] = "native" if native.select(config, parse_policy(spec)) else "python"

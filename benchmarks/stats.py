@@ -37,13 +37,13 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
 
 def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided Welch's t-test p-value; NaN when it is undefined (no spread, < 2 values)."""
-    a = np.asarray([v for v in a if not math.isnan(v)], dtype=float)
-    b = np.asarray([v for v in b if not math.isnan(v)], dtype=float)
-    if len(a) < 2 or len(b) < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
+    x = np.asarray([v for v in a if not math.isnan(v)], dtype=float)
+    y = np.asarray([v for v in b if not math.isnan(v)], dtype=float)
+    if len(x) < 2 or len(y) < 2 or (np.ptp(x) == 0 and np.ptp(y) == 0):
         return math.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return float(st.ttest_ind(a, b, equal_var=False).pvalue)
+        return float(st.ttest_ind(x, y, equal_var=False).pvalue)
 
 
 def paired_p(a: Mapping[int, float], b: Mapping[int, float]) -> float:

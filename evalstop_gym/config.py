@@ -44,12 +44,19 @@ def _f(default: Any, lo: float | None = None, hi: float | None = None, doc: str 
     return field(default=default, metadata=meta)
 
 
+class _Cap(typing.TypedDict):
+    """`_f`'s `cap` and `why`, typed so `**GPUS_CAP` type-checks against `_f`'s keywords."""
+
+    cap: float
+    why: str
+
+
 # Supported sizes: each bound says why it is where it is (see `_f`'s `cap`).
-GPUS_CAP = dict(cap=1_000_000, why="more GPUs than any cluster built")
-JOBS_CAP = dict(cap=10_000_000, why="every job is held in memory for the run")
-MINUTES_CAP = dict(cap=1e7, why="19 years, beyond any fine-tuning job; longer times lose the "
+GPUS_CAP = _Cap(cap=1_000_000, why="more GPUs than any cluster built")
+JOBS_CAP = _Cap(cap=10_000_000, why="every job is held in memory for the run")
+MINUTES_CAP = _Cap(cap=1e7, why="19 years, beyond any fine-tuning job; longer times lose the "
                    "simulated clock's precision")
-CURVE_SHAPE_CAP = dict(cap=1000.0, why="beyond this the curve is flat or a straight line to "
+CURVE_SHAPE_CAP = _Cap(cap=1000.0, why="beyond this the curve is flat or a straight line to "
                        "float precision and its formula divides 0 by 0")
 
 
@@ -334,11 +341,12 @@ def _field_hints(cls: type) -> tuple[tuple[dataclasses.Field, Any], ...]:
     return tuple((f, hints[f.name]) for f in dataclasses.fields(cls))
 
 
-def _validate(obj: Any) -> None:
+def _validate(obj: Validated) -> None:
     """Check (and normalise: 2 -> 2.0, lists -> tuples) every field of `obj`, then its
     cross-field rules; a problem raises `ConfigFieldError` naming the field."""
-    owner = "" if isinstance(obj, SimConfig) else type(obj).__name__
-    for f, hint in _field_hints(type(obj)):
+    cls: type = type(obj)   # mypy checks type[Validated] against Hashable by its instances
+    owner = "" if isinstance(obj, SimConfig) else cls.__name__
+    for f, hint in _field_hints(cls):
         value = getattr(obj, f.name)
         try:
             checked = _checked(hint, value, f.metadata)
@@ -353,7 +361,7 @@ def _validate(obj: Any) -> None:
 
 
 def _checked(hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, hint):
             raise _Bad(f"expected a {hint.__name__} (a section), got {value!r}")
         return value
@@ -388,7 +396,7 @@ def _scalar(hint: Any, value: Any) -> Any:
         if not math.isfinite(value):
             raise _Bad(f"expected a finite {'whole number' if hint is int else 'number'}, "
                        f"got {value!r}")
-        if hint is int and value != int(value):
+        if hint is int and value != math.trunc(value):
             raise _Bad(f"expected a whole number, got {value!r}")
         return hint(value) if type(value) is not hint else value
     if hint is str:
@@ -573,7 +581,7 @@ def build(cls: type, data: Mapping[str, Any] | None, path: str = "") -> Any:
 
 def _sections(hint: Any, value: Any, name: str) -> Any:
     """Nested sections (and lists of them) built from mappings; plain values left as given."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{name}: expected a section (mapping), got {value!r}")
         return build(hint, value, name)

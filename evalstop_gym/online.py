@@ -92,7 +92,7 @@ class HistoryWindow(Sequence[float]):
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return tuple(self._data[:self._n][index].tolist())
         i = index + self._n if index < 0 else index

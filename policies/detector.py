@@ -19,8 +19,12 @@ class DetectorBase:
     name = "detector"
     milestones: tuple[float, ...] = ()
     types: tuple[str, ...] = MONITORED
-    # What it reads: "evals", "loss" (training loss), "progress", "runs" (learns from ended runs)
-    needs: tuple[str, ...] = ("evals",)
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """What it reads: "evals", "loss" (training loss), "progress", "runs" (learns from ended
+        runs). A property, so a subclass may answer per instance; most set a class attribute."""
+        return ("evals",)
 
     def decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         if job.job_type not in self.types:

@@ -2,36 +2,24 @@
 
 The repository maps policies/, benchmarks/ and configs/ into `evalstop_gym` at install time, which
 a plain `lint-imports` in the source tree cannot see. So each test lays the package out as it is
-installed (a copy in a temporary folder) and runs import-linter on that copy.
+installed (tests/installed_layout.py: a copy in a temporary folder) and runs import-linter on it.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from installed_layout import installed_layout
 
 pytest.importorskip("importlinter", reason="import-linter is not installed (pip install "
                                            "import-linter)")
 
-REPO = Path(__file__).parent.parent
-MAPPED = ("policies", "benchmarks", "configs")   # installed as evalstop_gym.<name>
 LINT = ("import sys; from importlinter.cli import lint_imports_command; "
         "sys.exit(lint_imports_command())")
-
-
-def installed_layout(into: Path) -> Path:
-    """The package as installed: evalstop_gym/ with the mapped folders inside it."""
-    skip = shutil.ignore_patterns("__pycache__", "data", "*.egg-info")
-    shutil.copytree(REPO / "evalstop_gym", into / "evalstop_gym", ignore=skip)
-    for name in MAPPED:
-        shutil.copytree(REPO / name, into / "evalstop_gym" / name, ignore=skip)
-    shutil.copy(REPO / "pyproject.toml", into / "pyproject.toml")
-    return into
 
 
 def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
-from evalstop_gym.benchmarks.corpus.scoring import eval_index, score_corpus, summarise_corpus
+from evalstop_gym.benchmarks.corpus.scoring import (
+    eval_index,
+    score_corpus,
+    score_run,
+    summarise_corpus,
+)
 from evalstop_gym.benchmarks.corpus.tables import corpus_section, target_lines
 from evalstop_gym.traces.corpus import corpus_file, load_family
 
@@ -122,3 +128,10 @@ def test_stored_scores_are_reused_only_while_detectors_corpus_and_code_are_uncha
     scoring.stored_scores(path, ["EvalStop-2", "CUSUM-0-3"], ["reward"])
     assert len(calls) == 5
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_a_name_that_stops_nothing_is_refused_in_one_line() -> None:
+    run = load_family("reward")[0]
+    with pytest.raises(ValueError, match=r"^detector 'NoStop' stops nothing; score_run takes a "
+                                         r"detector's name$"):
+        score_run("NoStop", run, [], None)

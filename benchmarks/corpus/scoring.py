@@ -73,6 +73,8 @@ def kept_test_score(run: CorpusRun, idx: np.ndarray, n: int) -> float:
 def score_run(name: str, run: CorpusRun, peers: Sequence[CorpusRun],
               interval: float | None) -> dict[str, object]:
     detector = make_detector(name)
+    if detector is None:
+        raise ValueError(f"detector {name!r} stops nothing; score_run takes a detector's name")
     detector.reset()
     for peer in peers:   # finished peers, for the detectors that learn across runs
         pidx = eval_index(peer, interval)

@@ -108,6 +108,8 @@ def _optimizer(run: SupervisedRun, params):
 
     lr = BASE_LR[run.optimizer] * run.lr_scale
     wd = WEIGHT_DECAY[run.optimizer] if run.regularised else 0.0
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler
     if run.optimizer == "sgd_momentum":
         opt = torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=wd)
     elif run.optimizer == "adam":

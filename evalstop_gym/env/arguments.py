@@ -36,7 +36,7 @@ def check_milestones(milestones: Any) -> tuple[float, ...]:
     points = tuple(milestones)
     for m in points:
         if isinstance(m, bool) or not isinstance(m, Real) or not math.isfinite(m) \
-                or not 0.0 < m < 1.0:
+                or not 0.0 < float(m) < 1.0:
             raise ValueError(f"milestones: {m!r} is not a progress point: expected finite "
                              f"numbers in (0, 1)")
     return tuple(sorted({float(m) for m in points}))   # the cluster asks once at each point

@@ -114,7 +114,15 @@ def cluster_features(cluster: ClusterView) -> np.ndarray:
 
 def _zeros(space: spaces.Dict) -> Obs:
     """The observation returned once the episode has ended (every field and mask zero)."""
-    return {k: np.zeros(s.shape, dtype=s.dtype) for k, s in space.spaces.items()}
+    return {k: np.zeros(_shape(s), dtype=s.dtype) for k, s in space.spaces.items()}
+
+
+def _shape(space: spaces.Space) -> tuple[int, ...]:
+    """A field's shape: gymnasium types it optional, but every field here is a Box or a
+    MultiBinary, which always have one."""
+    if space.shape is None:
+        raise TypeError(f"observation field {space!r} has no shape")
+    return space.shape
 
 
 def _padded(values: tuple[float, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -147,7 +155,7 @@ class StopObservation:
     def for_space(cls, space: spaces.Dict) -> StopObservation:
         """The encoder that produced `space` (used to load a saved model): its shapes, bounds
         and dtypes."""
-        encoder = cls(space["eval_scores"].shape[0], space["loss_history"].shape[0])
+        encoder = cls(_shape(space["eval_scores"])[0], _shape(space["loss_history"])[0])
         encoder.space = space
         return encoder
 

@@ -41,7 +41,7 @@ class RewardTerms(NamedTuple):
     quality_lost: float = 0.0
     false_stop: float = 0.0
 
-    def __add__(self, other: tuple) -> RewardTerms:  # type: ignore[override]
+    def __add__(self, other: tuple) -> RewardTerms:
         return RewardTerms(*(a + b for a, b in zip(self, other, strict=True)))
 
     def weighted(self, cfg: RewardConfig) -> float:

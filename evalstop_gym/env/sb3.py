@@ -48,7 +48,9 @@ class EpisodeMetricsCallback(BaseCallback):
     def _on_step(self) -> bool:
         for done, info in zip(self.locals["dones"], self.locals["infos"], strict=True):
             values = info.get("metrics") if done else None
-            for name in self.metrics if values else ():
+            if not values:
+                continue
+            for name in self.metrics:
                 value = float(values.get(name, math.nan))
                 if math.isfinite(value):
                     self.logger.record_mean(f"episode/{name}", value)

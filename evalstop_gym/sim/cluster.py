@@ -223,10 +223,12 @@ class Cluster:
         state = (self.queue.now, self.free_gpus, len(self.waiting), len(self.running), by_kind)
         if state != self._cv_state:   # views are immutable: reuse while nothing changed
             self._cv_state = state
-            self._cv = ClusterView(state[0], self.total_gpus, *state[1:4])
+            fresh = ClusterView(state[0], self.total_gpus, *state[1:4])
             if self.pool is not None:
-                self._cv = replace(self._cv, free_by_kind=by_kind,
-                                   gpus_by_kind=self.pool.totals, kind_speeds=self.pool.speeds)
+                fresh = replace(fresh, free_by_kind=by_kind,
+                                gpus_by_kind=self.pool.totals, kind_speeds=self.pool.speeds)
+            self._cv = fresh
+        assert self._cv is not None   # built at the first call: _cv_state starts as None
         return self._cv
 
     def view(self, job_id: int) -> SchedulerJobView:
@@ -457,10 +459,10 @@ def check_work_rows(jobs: list[Job], progress: np.ndarray) -> np.ndarray:
     """The work done at check points `progress` by each of `jobs` (which share eval points), a
     row per job: what both engines store, so they agree to the bit."""
     work = np.tile(progress, (len(jobs), 1))
-    paced = [k for k, job in enumerate(jobs) if job.eval_work is not None]
+    paced = [(k, job.eval_work) for k, job in enumerate(jobs) if job.eval_work is not None]
     if paced:
-        work[paced] = work_at(jobs[0].eval_points,
-                              np.stack([jobs[k].eval_work for k in paced]), progress)
+        work[[k for k, _ in paced]] = work_at(jobs[0].eval_points,
+                                              np.stack([w for _, w in paced]), progress)
     return work
 
 

@@ -38,9 +38,13 @@ def gao_hacking(p: np.ndarray, start: float, gain: float, peak: float,
     return np.maximum(start + gain * np.where(p > 0, shape, 0.0), 0.0)
 
 
-def exp_loss(p: np.ndarray, initial: float, floor_fraction: float, plateau: float,
-             residual: float) -> np.ndarray:
-    """Loss from `initial` down to `initial * floor_fraction`, within `residual` at `plateau`."""
+def exp_loss(p: np.ndarray | float, initial: np.ndarray | float,
+             floor_fraction: np.ndarray | float, plateau: np.ndarray | float,
+             residual: np.ndarray | float) -> np.ndarray:
+    """Loss from `initial` down to `initial * floor_fraction`, within `residual` at `plateau`.
+
+    Any argument may be a scalar or an array (broadcast): one job at one point, or many jobs'
+    parameters as columns against a row of points."""
     floor = initial * floor_fraction
     rate = -np.log(residual) / plateau
     return floor + (initial - floor) * np.exp(-rate * p)

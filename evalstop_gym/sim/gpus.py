@@ -41,8 +41,8 @@ class GpuPool:
             raise SimulationError(f"allocation.kinds has {len(kinds)} entries for "
                                   f"{len(starts)} starts")
         free = list(self.free)
-        for kind, gpus in released:
-            free[kind] += gpus
+        for freed_kind, freed in released:
+            free[freed_kind] += freed
         placed = []
         for i, (job_id, gpus) in enumerate(starts):
             kind = kinds[i] if kinds else self.fastest_fit(gpus, free)

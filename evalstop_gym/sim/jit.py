@@ -70,11 +70,12 @@ try:
     import numba
     from numba.core import caching
     from numba.core import config as numba_config
+    HAS_NUMBA = True
 except ImportError:  # pragma: no cover - exercised only where numba is missing
-    numba = None
+    HAS_NUMBA = False
 
 
-if numba is not None:
+if HAS_NUMBA:
     class PackageCacheLocator(caching._CacheLocator):
         """Caches this package's jitted functions under `cache_root()/<file>-<source hash>`."""
 
@@ -95,7 +96,9 @@ if numba is not None:
         @classmethod
         def from_function(cls, py_func: Callable[..., Any],
                           py_file: str) -> PackageCacheLocator | None:
-            if numba_config.CACHE_DIR or not Path(py_file).resolve().is_relative_to(PACKAGE_DIR):
+            # numba.core.config sets its settings through globals(), which mypy cannot see
+            cache_dir = numba_config.CACHE_DIR  # type: ignore[attr-defined]
+            if cache_dir or not Path(py_file).resolve().is_relative_to(PACKAGE_DIR):
                 return None   # the user's NUMBA_CACHE_DIR, or another package's function
             locator = cls(py_func, py_file)
             try:
@@ -108,13 +111,13 @@ if numba is not None:
         caching.CacheImpl._locator_classes.insert(0, PackageCacheLocator)
 
 
-CACHING = numba is not None and (bool(os.environ.get("NUMBA_CACHE_DIR"))
+CACHING = HAS_NUMBA and (bool(os.environ.get("NUMBA_CACHE_DIR"))
                                  or writable(cache_root()))
 
 
 def njit(*args: Any, **kwargs: Any) -> Any:
     """numba's `njit`, caching in the user's cache folder when it can be written."""
-    if numba is None:
+    if not HAS_NUMBA:
         if args and callable(args[0]):
             return args[0]
         return lambda fn: fn
@@ -125,7 +128,7 @@ def njit(*args: Any, **kwargs: Any) -> Any:
 def jitable(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Lets compiled code call the plain function `fn` (numba's `register_jitable`); returns `fn`
     itself, so plain Python calls stay plain."""
-    if numba is None:
+    if not HAS_NUMBA:
         return fn
     from numba.extending import register_jitable
 

@@ -17,6 +17,8 @@ through `progress_between`, the one formula both of them use. A job with volatil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 
@@ -41,7 +43,8 @@ def knot_progress(points: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], np.asarray(points, dtype=np.float64), tail])
 
 
-def work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray) -> np.ndarray:
+def work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray | float
+            ) -> np.ndarray:
     """Work done at each of `progress` (values in [0, 1]), linear between the knots; with
     `eval_work` a matrix (one row per job sharing `points`), one row of answers per job."""
     progress = np.asarray(progress, dtype=np.float64)
@@ -49,7 +52,8 @@ def work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray) -> 
     return _linear(progress, x[k], x[k + 1], w[..., k], w[..., k + 1])
 
 
-def row_work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray) -> np.ndarray:
+def row_work_at(points: np.ndarray, eval_work: np.ndarray,
+                progress: np.ndarray | Sequence[float]) -> np.ndarray:
     """Work done by row i of `eval_work` at `progress[i]`: `work_at` one value per job, to the
     bit (the same lines), for a whole workload at once."""
     progress = np.asarray(progress, dtype=np.float64)

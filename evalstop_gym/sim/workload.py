@@ -146,7 +146,7 @@ def draw_hacking(wl: WorkloadConfig, types: np.ndarray,
     return hacking
 
 
-def exact_counts(n: int, shares: Sequence[float]) -> list[int]:
+def exact_counts(n: int, shares: Sequence[float] | np.ndarray) -> list[int]:
     """`n` split in proportion to `shares` by largest remainder (ties to the earlier share)."""
     quota = np.asarray(shares, dtype=np.float64) * n / float(np.sum(shares))
     counts = np.floor(quota + 1e-9).astype(np.int64)
@@ -197,8 +197,8 @@ def make_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
         if not rows:
             continue
         n_curve = len(HACKING_PARAMS if hacking else SATURATING_PARAMS)
-        curve = np.array([params[i][:n_curve] for i in rows]).T[:, :, None]
-        true[rows] = (gao_hacking if hacking else saturating)(points[None, :], *curve)
+        columns = np.array([params[i][:n_curve] for i in rows]).T[:, :, None]
+        true[rows] = (gao_hacking if hacking else saturating)(points[None, :], *columns)
     observed = observe(true, noise[[spec.job_id for spec in specs]])
     jobs = []
     for i, spec in enumerate(specs):

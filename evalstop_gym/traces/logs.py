@@ -227,7 +227,11 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
     run_mode, mode_from = mode_for(key, mode or sign_mode, flag)
     if mode is None and sign_mode:
         mode_from = "a leading '-' on --metric"
-    steps, values, losses, rows, notes = [], [], [], [], [f"metric chosen by {chosen}"]
+    steps: list[int] = []
+    values: list[float] = []
+    losses: list[float] = []
+    rows: list[int] = []
+    notes = [f"metric chosen by {chosen}"]
     label = f"{path}: log_history[{{}}]".format
     for ev in history_evals(history, key, f"{path}: log_history"):
         loss = math.nan if ev.loss is None else ev.loss
