@@ -65,7 +65,7 @@ def code_digest() -> str:
     """Hash of the simulator's and the policies' Python source (once per process)."""
     h = hashlib.sha256()
     for package in (evalstop_gym, policies):
-        root = Path(package.__file__).parent
+        root = Path(str(package.__file__)).parent
         for path in sorted(root.rglob("*.py")):
             h.update(path.relative_to(root).as_posix().encode())
             h.update(path.read_bytes())
@@ -378,7 +378,9 @@ def collate(todo: Sequence[RunSpec], run_dir: Path,
             loaded: dict[str, dict[str, Any]] | None = None) -> tuple[pd.DataFrame, ...]:
     """runs (one row per run), jobs (one row per job) and timing, in spec order; a run already
     in `loaded` (from `missing`) is taken (and dropped) from there, the others read from files."""
-    rows, jobs, timing = [], [], []
+    rows: list[dict[str, Any]] = []
+    jobs: list[dict[str, Any]] = []
+    timing: list[dict[str, Any]] = []
     loaded = loaded or {}
     for spec in todo:
         done = loaded.pop(spec.filename, None) or read_run(run_dir / spec.filename)

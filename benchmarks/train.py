@@ -153,14 +153,15 @@ def episode(env: gym.Env, seed: int, act: Any,
 
 def model_actor(model: Any, env: gym.Env, masked: bool) -> Any:
     def act(obs: Any, info: Any) -> Any:
-        masks = {"action_masks": env.unwrapped.action_masks()} if masked else {}
+        unwrapped: Any = env.unwrapped   # the EvalStop env, which answers action_masks()
+        masks = {"action_masks": unwrapped.action_masks()} if masked else {}
         return model.predict(obs, deterministic=True, **masks)[0]
     return act
 
 
 def baseline_actors(args: argparse.Namespace) -> dict[str, tuple[Any, tuple[float, ...]]]:
     """name -> (act(obs, info), milestones) of each heuristic scored beside the model."""
-    out = {}
+    out: dict[str, tuple[Any, tuple[float, ...]]] = {}
     for name in args.baselines:
         if args.control == "stop":
             agent = HeuristicAgent.from_name(name)

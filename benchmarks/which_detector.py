@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evalstop_gym.policies import SRTFEst, make_detector
+from evalstop_gym.policies import ComposedPolicy, SRTFEst, make_detector
 from evalstop_gym.simulate import resolve_config, simulate
 from evalstop_gym.traces.corpus import FAMILIES, load_family
 
@@ -53,7 +53,9 @@ def sim_row(detector: str, noise: str, density: str, seed: int,
     config = resolve_config("e2", {**NOISES[noise], "evals.interval": DENSITIES[density],
                                    **overrides})
     det = BayesOracle(config) if detector == ORACLE else make_detector(detector)
-    result = simulate(config, det + SRTFEst(), seed)
+    if det is None:
+        raise ValueError(f"detector {detector!r}: expected a detector name, not 'none'")
+    result = simulate(config, ComposedPolicy(det, SRTFEst()), seed)
     m = result.metrics
     return {"detector": detector, "noise": noise, "density": density, "seed": seed,
             "recall": m["recall"], "recall_early": m["recall_early"], "fpr": m["fpr"],

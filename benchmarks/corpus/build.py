@@ -104,7 +104,8 @@ def check_out(out: Path) -> Path:
     from ..cli import UsageError, check_output
 
     resolved = Path(out).resolve()
-    roots = [Path(m.__file__).resolve().parent for m in (evalstop_gym, evalstop_gym.policies)]
+    roots = [Path(str(m.__file__)).resolve().parent
+             for m in (evalstop_gym, evalstop_gym.policies)]
     for root in [*roots, Path(__file__).resolve().parents[1]]:   # ... and the benchmarks
         if resolved == root or root in resolved.parents:
             raise UsageError(f"--out {out}: inside the installed package ({root}); build into "
