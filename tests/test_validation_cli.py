@@ -56,7 +56,7 @@ def test_an_out_folder_that_cannot_be_made_exits_2(capsys, tmp_path):
     (tmp_path / "file").write_text("")
     err = fails_cleanly(["run", "e2", "--seeds", "1", "--out", str(tmp_path / "file" / "o")],
                         capsys)
-    assert "cannot create this folder" in err
+    assert err.endswith(f"{tmp_path / 'file'} is a file, not a folder; choose another path")
 
 
 def test_a_non_finite_detector_parameter_exits_2(capsys, tmp_path):
