@@ -11,7 +11,8 @@ Two formats:
 - CSV with a header `job_id, step, eval_score[, loss]` and any further named columns (one of
   them may be chosen as the metric, e.g. `test_score`), UTF-8 (a byte-order mark is dropped),
   any number of runs, rows in any order of runs but in increasing step within a run. A
-  `completed` column (yes/no, the run's last row decides) marks a crashed run (no).
+  `completed` column (yes/no, the run's last row decides) marks a crashed run (no); a
+  `max_steps` column (the run's last non-empty cell decides) its planned length.
 
 Direction: `mode=` if given, else the log's `greater_is_better`, else the metric's name (loss,
 wer, cer, perplexity, ppl, error: lower is better), else higher is better; `LoggedRun.mode_from`
@@ -374,16 +375,27 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
             rec["lines"].append(line)
             if "completed" in index:
                 rec["completed"] = _yes_no(row[index["completed"]], where)
+            if "max_steps" in index and row[index["max_steps"]].strip():
+                rec["max_steps"] = _max_steps(row[index["max_steps"]], where)
     if not runs:
         raise LogError(f"{path}: no rows after the header; a CSV needs at least one eval")
     out = []
     for run_id, rec in runs.items():
+        max_steps = rec.get("max_steps")
         _check_steps(rec["steps"], rec["lines"], f"{path}: line {{}}".format, str(path), run_id,
-                     None)
+                     max_steps)
         out.append(LoggedRun(run_id, str(path), column, run_mode, mode_from,
                              tuple(rec["steps"]), tuple(rec["values"]), tuple(rec["losses"]),
-                             None, completed=rec.get("completed")))
+                             max_steps, completed=rec.get("completed")))
     return out
+
+
+def _max_steps(value: str, where: str) -> int:
+    """A `max_steps` cell: the run's planned length, a whole number > 0."""
+    x = _text_number(value, where, "max_steps")
+    if x != int(x) or x <= 0:
+        raise LogError(f"{where}: max_steps must be a whole number > 0, got {value!r}")
+    return int(x)
 
 
 def _yes_no(value: str, where: str) -> bool | None:
