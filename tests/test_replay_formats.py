@@ -1,15 +1,17 @@
-"""Replay reads the logs people have: replay CSVs' max_steps."""
+"""Replay reads the logs people have: TRL DPO states by a metric priority, plural loss names."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
 
 from evalstop_gym import traces
 from evalstop_gym.benchmarks import replay
-from evalstop_gym.traces.logs import LogError, read_csv_runs
+from evalstop_gym.traces.log_metrics import mode_for, pick_metric
+from evalstop_gym.traces.logs import LogError, read_csv_runs, read_trainer_state
 
 CORPUS = Path(traces.__file__).parent / "data" / "corpus"
 ACC = [0.52, 0.61, 0.68, 0.71, 0.69, 0.66, 0.64]     # peaks at the 4th eval
@@ -19,6 +21,81 @@ def cli(*argv: str) -> int:
     parser = argparse.ArgumentParser()
     replay.add_arguments(parser)
     return replay.main(parser.parse_args(list(argv)))
+
+
+def dpo_state(path: Path, accuracies=ACC, **top) -> Path:
+    """A trainer_state.json shaped like TRL's DPOTrainer writes it (train and eval entries)."""
+    history = []
+    for i, acc in enumerate(accuracies, 1):
+        history.append({"epoch": i / 10, "grad_norm": 3.1, "learning_rate": 5e-7,
+                        "logits/chosen": -2.7, "logits/rejected": -2.6, "logps/chosen": -310.0,
+                        "logps/rejected": -330.0, "loss": 0.69 - 0.03 * i,
+                        "rewards/accuracies": acc, "rewards/chosen": 0.01 * i,
+                        "rewards/margins": 0.02 * i, "rewards/rejected": -0.01 * i,
+                        "step": 50 * i - 10})
+        entry = {"epoch": i / 10, "eval_logits/chosen": -2.71 + 0.01 * i,
+                 "eval_logits/rejected": -2.65, "eval_logps/chosen": -305.0 - i,
+                 "eval_logps/rejected": -332.0 - 2 * i, "eval_loss": 0.7 - 0.02 * i,
+                 "eval_rewards/accuracies": acc, "eval_rewards/chosen": 0.02 * i,
+                 "eval_rewards/margins": 0.03 * i, "eval_rewards/rejected": -0.01 * i,
+                 "eval_runtime": 41.2, "eval_samples_per_second": 12.1,
+                 "eval_steps_per_second": 1.5, "step": 50 * i}
+        if acc is None:
+            entry.pop("eval_rewards/accuracies")
+        history.append(entry)
+    state = {"best_metric": None, "epoch": 0.7, "eval_steps": 50, "global_step": 350,
+             "log_history": history, "logging_steps": 10, "max_steps": 500,
+             "num_train_epochs": 1, "train_batch_size": 4, **top}
+    path.write_text(json.dumps(state, indent=2))
+    return path
+
+
+# --- 1. the metric by a documented priority, and why --------------------------------------
+
+def test_a_trl_dpo_state_replays_its_reward_accuracy_not_its_first_key(tmp_path, capsys):
+    path = dpo_state(tmp_path / "trainer_state.json")
+    run = read_trainer_state(path)
+    assert (run.metric, run.mode, run.max_steps) == ("eval_rewards/accuracies", "max", 500)
+    assert "known task metric (accuracy" in run.notes[0]
+    assert cli(str(path), "--detectors", "EvalStop-2") == 0
+    out = capsys.readouterr().out
+    assert "eval_rewards/accuracies, higher is better" in out
+    assert "note: metric chosen by the first known task metric (accuracy; priority: accuracy, " \
+           "F1, WER, CER, ROUGE, BLEU, reward, then the eval loss)" in out
+    assert "eval_logits/chosen" not in out
+
+
+def test_the_logs_metric_for_best_model_comes_first_then_the_eval_loss(tmp_path):
+    best = dpo_state(tmp_path / "best.json", metric_for_best_model="rewards/margins")
+    assert read_trainer_state(best).metric == "eval_rewards/margins"
+    no_task = dpo_state(tmp_path / "loss.json", accuracies=[None] * 4)
+    run = read_trainer_state(no_task)           # rewards/chosen is a reward: known task metric
+    assert run.metric == "eval_rewards/chosen"
+
+
+@pytest.mark.parametrize("keys, chosen", [
+    (["eval_logits/chosen", "eval_logps/rejected", "eval_loss"], "eval_loss"),
+    (["eval_bleu", "eval_rouge1", "eval_f1", "eval_loss"], "eval_f1"),
+    (["eval_loss", "eval_rougeLsum", "eval_bleu"], "eval_rougeLsum"),
+    (["eval_loss", "eval_wer", "eval_accuracy"], "eval_accuracy"),
+    (["eval_rewards/rejected", "eval_rewards/margins"], "eval_rewards/margins"),
+    (["train_acc", "val_loss", "epoch"], "val_loss"),            # a training accuracy is not it
+    (["eval_runtime", "eval_custom"], "eval_custom"),
+    (["eval_runtime", "eval_samples_per_second"], ""),
+])
+def test_metric_priority(keys, chosen):
+    assert pick_metric(keys)[0] == chosen
+
+
+# --- 2. plural and suffix forms are lower-is-better ----------------------------------------
+
+@pytest.mark.parametrize("name, mode", [
+    ("eval_test_losses", "min"), ("val_losses", "min"), ("eval_char_error_rate", "min"),
+    ("eval_word_error_rate", "min"), ("val_perplexity", "min"), ("valLoss", "min"),
+    ("eval_wers", "min"), ("eval_rewards/accuracies", "max"), ("eval_rouge2", "max"),
+])
+def test_direction_of_plural_and_suffix_names(name, mode):
+    assert mode_for(name) == (mode, "the metric's name" if mode == "min" else "the default")
 
 
 # --- 5. a replay CSV's max_steps column ----------------------------------------------------

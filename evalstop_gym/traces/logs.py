@@ -3,10 +3,11 @@
 Two formats:
 - Hugging Face `trainer_state.json`: `log_history` entries with a `step` and `eval_*` keys. The
   metric is `metric=` (a leading "-" means lower is better), else the log's
-  `metric_for_best_model`, else the first `eval_*` key that is not bookkeeping (runtime,
-  throughput, loss), else `eval_loss`. Training-loss entries (`loss`) give each eval the latest
-  loss logged at or before its step. `max_steps` is read from the log. A second eval logged at
-  the same step (a final `trainer.evaluate()`) replaces the first, with a note (the HF
+  `metric_for_best_model`, else the first known task metric by `log_metrics.PRIORITY`
+  (accuracy, F1, WER, CER, ROUGE, BLEU, reward), else `eval_loss`, else the first other
+  `eval_*` key; why is in the run's notes. Training-loss entries (`loss`) give each eval the
+  latest loss logged at or before its step. `max_steps` is read from the log. A second eval
+  logged at the same step (a final `trainer.evaluate()`) replaces the first, with a note (the HF
   callback, live, can only judge the first; both walk the log with `history_evals`).
 - CSV with a header `job_id, step, eval_score[, loss]` and any further named columns (one of
   them may be chosen as the metric, e.g. `test_score`), UTF-8 (a byte-order mark is dropped),
@@ -15,8 +16,8 @@ Two formats:
   `max_steps` column (the run's last non-empty cell decides) its planned length.
 
 Direction: `mode=` if given, else the log's `greater_is_better`, else the metric's name (loss,
-wer, cer, perplexity, ppl, error: lower is better), else higher is better; `LoggedRun.mode_from`
-says which. Values are kept in the metric's own units.
+wer, cer, perplexity, ppl, error, in plural and suffix forms too: lower is better), else higher
+is better; `LoggedRun.mode_from` says which. Values are kept in the metric's own units.
 Errors (NaN, infinities, booleans or strings as scores, non-increasing steps, runs without evals,
 missing or duplicated columns, rows longer than the header, unreadable files) raise `LogError`
 naming the file and the row (CSV line number, or `log_history` index).
@@ -29,19 +30,16 @@ import contextlib
 import csv
 import json
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-BOOKKEEPING = {"eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
-               "eval_jit_compilation_time", "eval_model_preparation_time"}
+from .log_metrics import LogError, choose_metric, mode_for, pick_metric
+
+__all__ = ["CSV_COLUMNS", "HistoryEval", "LogError", "LoggedRun", "choose_metric",
+           "history_evals", "mode_for", "read_csv_runs", "read_logs", "read_trainer_state"]
+
 CSV_COLUMNS = ("job_id", "step", "eval_score")
-LOWER_IS_BETTER = {"loss", "wer", "cer", "perplexity", "ppl", "error"}
-
-
-class LogError(ValueError):
-    """A training log that cannot be replayed; the message names the file and the row."""
 
 
 class LoggedRun(NamedTuple):
@@ -56,21 +54,6 @@ class LoggedRun(NamedTuple):
     max_steps: int | None       # the run's planned length, when the log says
     notes: tuple[str, ...] = ()  # what was chosen or tolerated on the reader's behalf
     completed: bool | None = None   # a CSV's `completed` column (no: the run crashed); None: unsaid
-
-
-def mode_for(metric: str, mode: str | None = None,
-             greater_is_better: Any = None) -> tuple[str, str]:
-    """(mode, what decided it): `mode`, else the log's flag, else the metric's name."""
-    if mode is not None:
-        if mode not in ("max", "min"):
-            raise LogError(f"mode={mode!r}: expected 'max' or 'min'")
-        return mode, "--mode"
-    if isinstance(greater_is_better, bool):
-        return ("max" if greater_is_better else "min"), "the log's greater_is_better"
-    tokens = set(re.split(r"[^a-z0-9]+", metric.lower()))
-    if tokens & LOWER_IS_BETTER:
-        return "min", "the metric's name"
-    return "max", "the default"
 
 
 def _number(value: Any, where: str, name: str) -> float:
@@ -126,15 +109,6 @@ class _Labels:
         return self.label(self.places[i])
 
 
-def choose_metric(history: Sequence[dict[str, Any]]) -> str:
-    """The first non-bookkeeping eval_* key, else eval_loss ('' if the log has neither)."""
-    keys = dict.fromkeys(k for entry in history for k in entry if k.startswith("eval_"))
-    for key in keys:
-        if key not in BOOKKEEPING:
-            return key
-    return "eval_loss" if "eval_loss" in keys else ""
-
-
 def _load_state(path: Path) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
     if path.is_dir():
         path = path / "trainer_state.json"
@@ -175,10 +149,10 @@ def _metric_key(history: list[dict[str, Any]], metric: str | None,
     best = _eval_key(settings["metric_for_best_model"])
     if best:
         return best, None, "the log's metric_for_best_model"
-    key = choose_metric(history)
+    key, why = pick_metric(k for entry in history for k in entry if k.startswith("eval_"))
     if not key:
         raise LogError(f"{path}: log_history has no eval_* metric")
-    return key, None, "the first eval_* metric in the log (choose one with --metric)"
+    return key, None, f"{why}; choose one with --metric"
 
 
 class HistoryEval(NamedTuple):
