@@ -1,17 +1,19 @@
-"""Replay reads the logs people have: TRL DPO states by a metric priority, plural loss names."""
+"""Replay reads the logs people have: TRL DPO states, Lightning, TensorBoard, MLflow, W&B."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from evalstop_gym import traces
 from evalstop_gym.benchmarks import replay
+from evalstop_gym.traces.log_formats import detect, read_logs_skipping
 from evalstop_gym.traces.log_metrics import mode_for, pick_metric
-from evalstop_gym.traces.logs import LogError, read_csv_runs, read_trainer_state
+from evalstop_gym.traces.logs import LogError, read_csv_runs, read_logs, read_trainer_state
 
 CORPUS = Path(traces.__file__).parent / "data" / "corpus"
 ACC = [0.52, 0.61, 0.68, 0.71, 0.69, 0.66, 0.64]     # peaks at the 4th eval
@@ -96,6 +98,125 @@ def test_metric_priority(keys, chosen):
 ])
 def test_direction_of_plural_and_suffix_names(name, mode):
     assert mode_for(name) == (mode, "the metric's name" if mode == "min" else "the default")
+
+
+# --- 3. a log without the metric is skipped, not fatal -------------------------------------
+
+def test_a_log_without_the_metric_is_skipped_and_named(tmp_path, capsys):
+    with_it = dpo_state(tmp_path / "a.json")
+    other = tmp_path / "b.csv"
+    other.write_text("job_id,step,eval_score\nr,10,0.5\nr,20,0.6\n")
+    runs, skipped = read_logs_skipping([with_it, other], metric="eval_rewards/margins")
+    assert [r.source for r in runs] == [str(with_it)]
+    assert len(skipped) == 1 and str(other) in skipped[0]
+    assert "its columns are: job_id, step, eval_score" in skipped[0]
+    assert cli(str(with_it), str(other), "--metric", "eval_rewards/margins") == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "skipped" in line]
+    assert len(err) == 1 and str(other) in err[0]
+
+
+def test_every_log_without_the_metric_is_a_one_line_error(tmp_path, capsys):
+    paths = [dpo_state(tmp_path / f"{n}.json") for n in "ab"]
+    assert cli(*map(str, paths), "--metric", "eval_f1") == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no log has the metric" in err and "eval_f1" in err
+    assert "its eval keys are: eval_logits/chosen" in err and "1 more" in err
+
+
+# --- 4. Lightning, TensorBoard, MLflow, W&B ------------------------------------------------
+
+def test_lightning_csvlogger_metrics_csv(tmp_path):
+    from lightning.pytorch.loggers import CSVLogger
+
+    logger = CSVLogger(tmp_path, name="lightning_logs")
+    for epoch, acc in enumerate(ACC):
+        for s in range(epoch * 10, epoch * 10 + 10, 5):
+            logger.log_metrics({"train_loss": 1.0 / (s + 1), "epoch": epoch}, step=s)
+        logger.log_metrics({"val_loss": 1 - acc, "val_acc": acc, "epoch": epoch},
+                           step=epoch * 10 + 9)
+    logger.save()
+    path = Path(logger.log_dir) / "metrics.csv"
+    assert detect(path) == "lightning"
+    [run] = read_logs([path])
+    assert (run.run_id, run.metric, run.mode) == ("lightning_logs/version_0", "val_acc", "max")
+    assert run.steps == tuple(e * 10 + 9 for e in range(len(ACC))) and run.values == tuple(ACC)
+    assert run.losses[0] == pytest.approx(1 / 6)            # the latest at or before step 9
+    row = replay.replay([run], ["EvalStop-2"]).iloc[0]
+    assert row["stopped"] and row["kept_step"] == 39 and row["kept_score"] == 0.71
+    [by_loss] = read_logs([path], metric="val_loss")
+    assert by_loss.mode == "min"
+
+
+def test_tensorboard_event_files_from_summarywriter(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    for name, curve in (("healthy", [0.5, 0.6, 0.7, 0.8]), ("hacked", ACC)):
+        writer = SummaryWriter(str(tmp_path / "runs" / name))
+        for i, acc in enumerate(curve, 1):
+            writer.add_scalar("train/loss", 1.0 / i, 10 * i - 5)
+            writer.add_scalar("eval/loss", 1 - acc, 10 * i)
+            writer.add_scalar("eval/accuracy", acc, 10 * i)
+        writer.close()
+    runs = {r.run_id: r for r in read_logs([tmp_path / "runs"])}
+    assert set(runs) == {"healthy", "hacked"}
+    hacked = runs["hacked"]
+    assert (hacked.metric, hacked.mode) == ("eval/accuracy", "max")
+    assert hacked.steps == tuple(range(10, 80, 10))
+    assert hacked.values == pytest.approx(ACC) and hacked.losses[1] == pytest.approx(0.5)
+    [event_file] = (tmp_path / "runs" / "healthy").glob("events.out.tfevents.*")
+    [single] = read_logs([event_file], metric="eval/loss")
+    assert (single.run_id, single.mode) == ("healthy", "min")
+    table = replay.replay(list(runs.values()), ["EvalStop-2"]).set_index("run")
+    assert table.loc["hacked", "stopped"] and not table.loc["healthy", "stopped"]
+
+
+def test_mlflow_metric_history_csv(tmp_path):
+    rows = ["run_id,key,value,step,timestamp"]
+    for run, curve in (("a1b2", ACC), ("c3d4", [0.4, 0.5, 0.6])):
+        rows += [f"{run},val_accuracy,{v},{10 * i},{1700000000 + i}"
+                 for i, v in enumerate(curve, 1)]
+        rows += [f"{run},train_loss,{1.0 / i},{10 * i - 5},{1700000000 + i}"
+                 for i in range(1, len(curve) + 1)]
+    path = tmp_path / "history.csv"
+    path.write_text("\n".join(rows) + "\n")
+    assert detect(path) == "mlflow"
+    runs = read_logs([path])
+    assert [r.run_id for r in runs] == ["a1b2", "c3d4"]
+    assert runs[0].metric == "val_accuracy" and runs[0].values == tuple(ACC)
+    assert runs[1].losses == (1.0, 0.5, pytest.approx(1 / 3))
+
+
+def test_wandb_panel_export_csv(tmp_path):
+    header = ["Step"]
+    for run in ("dpo-lr1e-6", "dpo-lr5e-6"):
+        header += [f"{run} - eval/rewards/accuracies", f"{run} - eval/rewards/accuracies__MIN",
+                   f"{run} - eval/rewards/accuracies__MAX"]
+    lines = [",".join(header)]
+    for i, acc in enumerate(ACC, 1):
+        other = f"{0.5 + 0.01 * i}" if i <= 5 else ""         # the second run logged less
+        lines.append(f"{10 * i},{acc},{acc},{acc},{other},{other},{other}")
+    path = tmp_path / "wandb_export.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert detect(path) == "wandb"
+    runs = read_logs([path])
+    assert [(r.run_id, len(r.steps)) for r in runs] == [("dpo-lr1e-6", 7), ("dpo-lr5e-6", 5)]
+    assert runs[0].metric == "eval/rewards/accuracies" and runs[0].values == tuple(ACC)
+    assert all(math.isnan(x) for x in runs[0].losses)
+
+
+@pytest.mark.parametrize("name, content", [
+    ("notes.txt", "just some words\n"), ("table.csv", "a,b\n1,2\n"),
+    ("blob.bin", b"\x89PNG\r\n\x1a\n\x00\xff"),
+])
+def test_a_file_of_no_known_format_is_a_one_line_error_listing_the_formats(
+        tmp_path, capsys, name, content):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(LogError, match="not a log replay reads .*it reads: replay CSV"):
+        read_logs([path])
+    assert cli(str(path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "TensorBoard" in err and "W&B CSV" in err
 
 
 # --- 5. a replay CSV's max_steps column ----------------------------------------------------

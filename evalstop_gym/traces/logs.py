@@ -1,6 +1,7 @@
 """Eval curves from users' own training logs, validated, with their direction and length.
 
-Two formats:
+Formats (`read_logs` tells them apart by name and content; `log_formats` reads the others:
+Lightning metrics.csv, TensorBoard event files, MLflow and W&B CSV exports):
 - Hugging Face `trainer_state.json`: `log_history` entries with a `step` and `eval_*` keys. The
   metric is `metric=` (a leading "-" means lower is better), else the log's
   `metric_for_best_model`, else the first known task metric by `log_metrics.PRIORITY`
@@ -29,6 +30,7 @@ import codecs
 import contextlib
 import csv
 import json
+import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -36,10 +38,16 @@ from typing import Any, NamedTuple, TextIO
 
 from .log_metrics import LogError, choose_metric, mode_for, pick_metric
 
-__all__ = ["CSV_COLUMNS", "HistoryEval", "LogError", "LoggedRun", "choose_metric",
-           "history_evals", "mode_for", "read_csv_runs", "read_logs", "read_trainer_state"]
+__all__ = ["CSV_COLUMNS", "HistoryEval", "LogError", "LoggedRun", "MissingMetric",
+           "choose_metric", "history_evals", "mode_for", "read_csv_runs", "read_logs",
+           "read_trainer_state"]
 
 CSV_COLUMNS = ("job_id", "step", "eval_score")
+logger = logging.getLogger(__name__)
+
+
+class MissingMetric(LogError):
+    """A log without the metric asked for: `read_logs` skips it unless every log lacks it."""
 
 
 class LoggedRun(NamedTuple):
@@ -83,7 +91,7 @@ def _step(x: float, raw: Any, where: str) -> int:
     return int(x)
 
 
-def _check_steps(steps: Sequence[int], places: Sequence[int], label: Callable[[int], str],
+def _check_steps(steps: Sequence[int], places: Sequence[Any], label: Callable[[Any], str],
                  source: str, run: str, max_steps: int | None) -> None:
     """Steps increase and end in (0, max_steps]; `label(place)` names a row for the error."""
     rows = _Labels(places, label)
@@ -102,7 +110,7 @@ def _check_steps(steps: Sequence[int], places: Sequence[int], label: Callable[[i
 class _Labels:
     """Row names built only when an error needs one (a log may hold millions of rows)."""
 
-    def __init__(self, places: Sequence[int], label: Callable[[int], str]) -> None:
+    def __init__(self, places: Sequence[Any], label: Callable[[Any], str]) -> None:
         self.places, self.label = places, label
 
     def __getitem__(self, i: int) -> str:
@@ -202,7 +210,11 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
     run_mode, mode_from = mode_for(key, mode or sign_mode, flag)
     if mode is None and sign_mode:
         mode_from = "a leading '-' on --metric"
-    steps, values, losses, rows, notes = [], [], [], [], [f"metric chosen by {chosen}"]
+    steps: list[int] = []
+    rows: list[int] = []
+    values: list[float] = []
+    losses: list[float] = []
+    notes = [f"metric chosen by {chosen}"]
     label = f"{path}: log_history[{{}}]".format
     for ev in history_evals(history, key, f"{path}: log_history"):
         loss = math.nan if ev.loss is None else ev.loss
@@ -216,8 +228,8 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
         losses.append(loss)
         rows.append(ev.row)
     if not steps:
-        raise LogError(f"{path}: log_history has no {key!r} evals; its eval keys are: "
-                       f"{', '.join(_eval_keys(history)) or 'none'}")
+        raise MissingMetric(f"{path}: log_history has no {key!r} evals; its eval keys are: "
+                            f"{', '.join(_eval_keys(history)) or 'none'}")
     _check_steps(steps, rows, label, str(path), str(path), settings["max_steps"])
     run_id = path.parent.name if path.name == "trainer_state.json" else path.stem
     return LoggedRun(run_id or path.stem, str(path), key, run_mode, mode_from, tuple(steps),
@@ -235,7 +247,8 @@ def _eval_keys(history: list[dict[str, Any]]) -> list[str]:
     return sorted({k for e in history for k in e if k.startswith("eval_") or k == "loss"})
 
 
-def _csv_rows(path: Path) -> tuple[list[str], _Rows]:
+def _csv_rows(path: Path, required: Sequence[str] = CSV_COLUMNS[:2],
+              expected: str = f"{', '.join(CSV_COLUMNS)}[, loss, ...]") -> tuple[list[str], _Rows]:
     """Header and (line, values) rows of a UTF-8 CSV, refusing what cannot be a replay log;
     rows are read as they are used (a log may be larger than memory); close them when done,
     they hold the file open."""
@@ -256,10 +269,10 @@ def _csv_rows(path: Path) -> tuple[list[str], _Rows]:
             if column in seen:
                 raise LogError(f"{path}: line 1: column {column!r} appears twice")
             seen.add(column)
-        missing = [c for c in CSV_COLUMNS if c not in header]
+        missing = [c for c in required if c not in header]
         if missing:
             raise LogError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
-                           f"expected {', '.join(CSV_COLUMNS)}[, loss, ...]")
+                           f"expected {expected}")
     except BaseException:
         handle.close()
         raise
@@ -327,11 +340,11 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
     index = {c: i for i, c in enumerate(header)}
     with contextlib.closing(rows):  # the rows hold the file open
         if column not in header:
-            raise LogError(f"{path}: no column {column!r}; its columns are: "
-                           f"{', '.join(header)}")
+            raise MissingMetric(f"{path}: no column {column!r}; its columns are: "
+                                f"{', '.join(header)}")
         run_mode, mode_from = mode_for(column, mode or ("min" if (metric or "")[:1] == "-"
                                                         else None))
-        runs: dict[str, dict[str, list[Any]]] = {}
+        runs: dict[str, dict[str, Any]] = {}
         for line, row in rows:
             where = f"{path}: line {line}"
             if len(row) > len(header):
@@ -386,11 +399,11 @@ def _yes_no(value: str, where: str) -> bool | None:
 
 def read_logs(paths: Iterable[Path | str], metric: str | None = None,
               mode: str | None = None) -> list[LoggedRun]:
-    """Runs from CSV files, trainer_state.json files, or checkpoint dirs holding one."""
-    runs: list[LoggedRun] = []
-    for p in map(Path, paths):
-        if not p.exists():
-            raise LogError(f"{p}: no such file or directory")
-        runs.extend(read_csv_runs(p, metric, mode) if p.suffix.lower() == ".csv"
-                    else [read_trainer_state(p, metric, mode)])
+    """Runs from every log format `log_formats.FORMATS` names; a log without the metric is
+    skipped with a warning (`log_formats.read_logs_skipping` returns what was skipped)."""
+    from .log_formats import read_logs_skipping  # it builds on this module's readers
+
+    runs, skipped = read_logs_skipping(paths, metric, mode)
+    for line in skipped:
+        logger.warning("skipped %s", line)
     return runs
