@@ -67,12 +67,12 @@ def test_a_trl_dpo_state_replays_its_reward_accuracy_not_its_first_key(tmp_path,
     assert "eval_logits/chosen" not in out
 
 
-def test_the_logs_metric_for_best_model_comes_first_then_the_eval_loss(tmp_path):
+def test_the_logs_metric_for_best_model_comes_first_then_the_reward_margin(tmp_path):
     best = dpo_state(tmp_path / "best.json", metric_for_best_model="rewards/margins")
     assert read_trainer_state(best).metric == "eval_rewards/margins"
     no_task = dpo_state(tmp_path / "loss.json", accuracies=[None] * 4)
-    run = read_trainer_state(no_task)           # rewards/chosen is a reward: known task metric
-    assert run.metric == "eval_rewards/chosen"
+    run = read_trainer_state(no_task)           # rewards/chosen alone is no quality measure
+    assert run.metric == "eval_rewards/margins" and "(reward;" in run.notes[0]
 
 
 @pytest.mark.parametrize("keys, chosen", [
@@ -80,7 +80,10 @@ def test_the_logs_metric_for_best_model_comes_first_then_the_eval_loss(tmp_path)
     (["eval_bleu", "eval_rouge1", "eval_f1", "eval_loss"], "eval_f1"),
     (["eval_loss", "eval_rougeLsum", "eval_bleu"], "eval_rougeLsum"),
     (["eval_loss", "eval_wer", "eval_accuracy"], "eval_accuracy"),
-    (["eval_rewards/rejected", "eval_rewards/margins"], "eval_rewards/margins"),
+    (["eval_rewards/chosen", "eval_rewards/rejected", "eval_rewards/margins"],
+     "eval_rewards/margins"),
+    (["eval_rewards/chosen", "eval_loss"], "eval_loss"),
+    (["eval_reward_std", "eval_reward"], "eval_reward"),
     (["train_acc", "val_loss", "epoch"], "val_loss"),            # a training accuracy is not it
     (["eval_runtime", "eval_custom"], "eval_custom"),
     (["eval_runtime", "eval_samples_per_second"], ""),

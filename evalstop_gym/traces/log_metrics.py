@@ -26,7 +26,8 @@ KNOWN_METRICS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("CER", r"cers?", frozenset()),
     ("ROUGE", r"rouge\w*", frozenset()),
     ("BLEU", r"(sacre)?bleu", frozenset()),
-    ("reward", r"rewards?", frozenset({"rejected", "std"})),
+    # a DPO log's rewards/chosen and /rejected each say nothing alone; their margin does
+    ("reward", r"rewards?", frozenset({"chosen", "rejected", "std"})),
 )
 PRIORITY = "accuracy, F1, WER, CER, ROUGE, BLEU, reward, then the eval loss"
 BOOKKEEPING_TOKENS = {"runtime", "samples", "per", "second", "epoch", "step", "steps", "lr",
