@@ -150,6 +150,45 @@ def test_lightning_csvlogger_metrics_csv(tmp_path):
     assert by_loss.mode == "min"
 
 
+def test_a_real_lightning_fit_metrics_csv(tmp_path):
+    """What `Trainer.fit` writes (val rows share the step of the epoch's last train row)."""
+    import lightning.pytorch as pl
+    import torch
+    from lightning.pytorch.loggers import CSVLogger
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Line(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def _loss(self, batch):
+            x, y = batch
+            return ((self.layer(x) - y) ** 2).mean()
+
+        def training_step(self, batch, i):
+            loss = self._loss(batch)
+            self.log("train_loss", loss)
+            return loss
+
+        def validation_step(self, batch, i):
+            self.log("val_loss", self._loss(batch))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    torch.manual_seed(0)
+    x = torch.linspace(0, 1, 16).unsqueeze(1)
+    data = DataLoader(TensorDataset(x, 2 * x), batch_size=4)      # 4 steps an epoch
+    logger = CSVLogger(tmp_path, name="lightning_logs")
+    pl.Trainer(max_epochs=3, logger=logger, log_every_n_steps=1, enable_checkpointing=False,
+               enable_progress_bar=False, enable_model_summary=False,
+               accelerator="cpu").fit(Line(), data, data)
+    [run] = read_logs([Path(logger.log_dir) / "metrics.csv"])
+    assert (run.metric, run.mode, run.steps) == ("val_loss", "min", (3, 7, 11))
+    assert not any(math.isnan(x) for x in run.losses)
+
+
 def test_tensorboard_event_files_from_summarywriter(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
