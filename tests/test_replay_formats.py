@@ -212,6 +212,23 @@ def test_tensorboard_event_files_from_summarywriter(tmp_path):
     assert table.loc["hacked", "stopped"] and not table.loc["healthy", "stopped"]
 
 
+def test_tensorboard_tensor_scalars_and_a_nan_named_by_tag_and_step(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "tf2"))          # new_style: TF2's scalar tensors
+    for i, acc in enumerate(ACC, 1):
+        writer.add_scalar("val/acc", acc, 10 * i, new_style=True)
+    writer.close()
+    [run] = read_logs([tmp_path / "tf2"])
+    assert run.metric == "val/acc" and run.values == pytest.approx(ACC)
+    writer = SummaryWriter(str(tmp_path / "bad"))
+    writer.add_scalar("eval/loss", 0.5, 10)
+    writer.add_scalar("eval/loss", float("nan"), 20)
+    writer.close()
+    with pytest.raises(LogError, match=r"tag 'eval/loss' step 20: eval/loss is nan"):
+        read_logs([tmp_path / "bad"])
+
+
 def test_mlflow_metric_history_csv(tmp_path):
     rows = ["run_id,key,value,step,timestamp"]
     for run, curve in (("a1b2", ACC), ("c3d4", [0.4, 0.5, 0.6])):
