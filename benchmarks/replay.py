@@ -1,11 +1,18 @@
 """`evalstop-bench replay LOGS...`: what each detector would have done on your own runs.
 
+Logs: replay CSVs, Hugging Face trainer_state.json, Lightning metrics.csv, TensorBoard event
+files, MLflow and W&B CSV exports (`traces.log_formats` says how each is mapped). The metric is
+`--metric`, else the log's choice, else by a documented priority (`traces.log_metrics`); why is
+printed. A log without the metric is skipped with a line naming its keys; if every log lacks
+it, replay fails with exit code 2.
+
 Every logged run is fed eval by eval to a `RunMonitor` (the live monitor, so replay and a live
 run decide alike) with the run's direction: `--mode`, else the log's `greater_is_better`, else
-the metric's name (loss, wer, cer, perplexity, error: lower is better); the metric and what
-decided its direction are printed. Progress is step / the log's `max_steps`, else step / the
-run's last logged step. The table says where the detector would have stopped and which
-checkpoint stop-and-save would have kept (the best eval up to the stop; the final one if it
+the metric's name (loss, wer, cer, perplexity, error, plurals and suffixes too: lower is
+better); the metric and what decided its direction are printed. Progress is step / the log's
+`max_steps` (a replay CSV's `max_steps` column), else step / the run's last logged step.
+The table says where the detector would have stopped and which checkpoint stop-and-save would
+have kept (the best eval up to the stop; the final one if it
 never stops); a detector that cannot act on a log (no training loss for LossPlateau, a job type
 it does not monitor) says so in the `note` column.
 
@@ -42,7 +49,8 @@ from evalstop_gym.policies.detector import learns_from_runs
 from evalstop_gym.sim.protocols import CONTINUE, Detector, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.sim.workload import JOB_TYPES
-from evalstop_gym.traces.logs import LogError, LoggedRun, read_logs
+from evalstop_gym.traces.log_formats import FORMATS, read_logs_skipping
+from evalstop_gym.traces.logs import LogError, LoggedRun
 
 from . import tables
 from .durable import write_csv
@@ -215,17 +223,17 @@ def write_csv_atomic(table: pd.DataFrame, path: Path) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("logs", nargs="+", metavar="LOGS",
-                   help="CSV (job_id, step, eval_score[, loss, ...]) or trainer_state.json "
-                        "files, or checkpoint directories holding a trainer_state.json")
+                   help=f"training logs, told apart by name and content: {'; '.join(FORMATS)}")
     p.add_argument("--detectors", nargs="+", default=list(DEFAULT_DETECTORS),
                    help=f"detector names (default: {' '.join(DEFAULT_DETECTORS)}: each costs "
                         "O(1) or O(window) per eval, so long runs replay in seconds; CUSUM and "
                         "BOCPD rescan a run's history at every eval and are slow on runs of "
                         "thousands of evals)")
     p.add_argument("--metric", default=None,
-                   help="the eval metric (trainer_state.json key or CSV column; default: the "
-                        "log's metric_for_best_model, else the first eval_* that is not "
-                        "loss/runtime/throughput, else eval_loss; CSV: eval_score)")
+                   help="the eval metric (trainer_state.json key, CSV column, tag or key; "
+                        "default: the log's metric_for_best_model, else the first known task "
+                        "metric: accuracy, F1, WER, CER, ROUGE, BLEU, reward, else the eval "
+                        "loss; replay CSV: eval_score). A log without it is skipped")
     p.add_argument("--mode", default=None, choices=("max", "min"),
                    help="higher (max) or lower (min) is better (default: the log's "
                         "greater_is_better, else from the metric's name)")
@@ -251,7 +259,9 @@ def main(args: argparse.Namespace) -> int:
         if not active:
             raise UsageError(f"--detectors {' '.join(args.detectors)}: no detector to replay; "
                              f"name one or more, e.g. {' '.join(DEFAULT_DETECTORS)}")
-        runs = read_logs(args.logs, args.metric, args.mode)
+        runs, skipped = read_logs_skipping(args.logs, args.metric, args.mode)
+        for line in skipped:
+            print(f"skipped (no such metric): {line}", file=sys.stderr)
         warnings = mixed_groups(group_runs(runs, args.group_by))
         total = sum(len(r.steps) for r in runs) * len(active)
         with tqdm(total=total, desc="replay", unit="eval", file=sys.stderr, leave=False) as bar:

@@ -1,21 +1,24 @@
 """Eval curves from users' own training logs, validated, with their direction and length.
 
-Two formats:
+Formats (`read_logs` tells them apart by name and content; `log_formats` reads the others:
+Lightning metrics.csv, TensorBoard event files, MLflow and W&B CSV exports):
 - Hugging Face `trainer_state.json`: `log_history` entries with a `step` and `eval_*` keys. The
   metric is `metric=` (a leading "-" means lower is better), else the log's
-  `metric_for_best_model`, else the first `eval_*` key that is not bookkeeping (runtime,
-  throughput, loss), else `eval_loss`. Training-loss entries (`loss`) give each eval the latest
-  loss logged at or before its step. `max_steps` is read from the log. A second eval logged at
-  the same step (a final `trainer.evaluate()`) replaces the first, with a note (the HF
+  `metric_for_best_model`, else the first known task metric by `log_metrics.PRIORITY`
+  (accuracy, F1, WER, CER, ROUGE, BLEU, reward), else `eval_loss`, else the first other
+  `eval_*` key; why is in the run's notes. Training-loss entries (`loss`) give each eval the
+  latest loss logged at or before its step. `max_steps` is read from the log. A second eval
+  logged at the same step (a final `trainer.evaluate()`) replaces the first, with a note (the HF
   callback, live, can only judge the first; both walk the log with `history_evals`).
 - CSV with a header `job_id, step, eval_score[, loss]` and any further named columns (one of
   them may be chosen as the metric, e.g. `test_score`), UTF-8 (a byte-order mark is dropped),
   any number of runs, rows in any order of runs but in increasing step within a run. A
-  `completed` column (yes/no, the run's last row decides) marks a crashed run (no).
+  `completed` column (yes/no, the run's last row decides) marks a crashed run (no); a
+  `max_steps` column (the run's last non-empty cell decides) its planned length.
 
 Direction: `mode=` if given, else the log's `greater_is_better`, else the metric's name (loss,
-wer, cer, perplexity, ppl, error: lower is better), else higher is better; `LoggedRun.mode_from`
-says which. Values are kept in the metric's own units.
+wer, cer, perplexity, ppl, error, in plural and suffix forms too: lower is better), else higher
+is better; `LoggedRun.mode_from` says which. Values are kept in the metric's own units.
 Errors (NaN, infinities, booleans or strings as scores, non-increasing steps, runs without evals,
 missing or duplicated columns, rows longer than the header, unreadable files) raise `LogError`
 naming the file and the row (CSV line number, or `log_history` index).
@@ -27,20 +30,24 @@ import codecs
 import contextlib
 import csv
 import json
+import logging
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-BOOKKEEPING = {"eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
-               "eval_jit_compilation_time", "eval_model_preparation_time"}
+from .log_metrics import LogError, choose_metric, mode_for, pick_metric
+
+__all__ = ["CSV_COLUMNS", "HistoryEval", "LogError", "LoggedRun", "MissingMetric",
+           "choose_metric", "history_evals", "mode_for", "read_csv_runs", "read_logs",
+           "read_trainer_state"]
+
 CSV_COLUMNS = ("job_id", "step", "eval_score")
-LOWER_IS_BETTER = {"loss", "wer", "cer", "perplexity", "ppl", "error"}
+logger = logging.getLogger(__name__)
 
 
-class LogError(ValueError):
-    """A training log that cannot be replayed; the message names the file and the row."""
+class MissingMetric(LogError):
+    """A log without the metric asked for: `read_logs` skips it unless every log lacks it."""
 
 
 class LoggedRun(NamedTuple):
@@ -55,21 +62,6 @@ class LoggedRun(NamedTuple):
     max_steps: int | None       # the run's planned length, when the log says
     notes: tuple[str, ...] = ()  # what was chosen or tolerated on the reader's behalf
     completed: bool | None = None   # a CSV's `completed` column (no: the run crashed); None: unsaid
-
-
-def mode_for(metric: str, mode: str | None = None,
-             greater_is_better: Any = None) -> tuple[str, str]:
-    """(mode, what decided it): `mode`, else the log's flag, else the metric's name."""
-    if mode is not None:
-        if mode not in ("max", "min"):
-            raise LogError(f"mode={mode!r}: expected 'max' or 'min'")
-        return mode, "--mode"
-    if isinstance(greater_is_better, bool):
-        return ("max" if greater_is_better else "min"), "the log's greater_is_better"
-    tokens = set(re.split(r"[^a-z0-9]+", metric.lower()))
-    if tokens & LOWER_IS_BETTER:
-        return "min", "the metric's name"
-    return "max", "the default"
 
 
 def _number(value: Any, where: str, name: str) -> float:
@@ -99,7 +91,7 @@ def _step(x: float, raw: Any, where: str) -> int:
     return int(x)
 
 
-def _check_steps(steps: Sequence[int], places: Sequence[int], label: Callable[[int], str],
+def _check_steps(steps: Sequence[int], places: Sequence[Any], label: Callable[[Any], str],
                  source: str, run: str, max_steps: int | None) -> None:
     """Steps increase and end in (0, max_steps]; `label(place)` names a row for the error."""
     rows = _Labels(places, label)
@@ -118,20 +110,11 @@ def _check_steps(steps: Sequence[int], places: Sequence[int], label: Callable[[i
 class _Labels:
     """Row names built only when an error needs one (a log may hold millions of rows)."""
 
-    def __init__(self, places: Sequence[int], label: Callable[[int], str]) -> None:
+    def __init__(self, places: Sequence[Any], label: Callable[[Any], str]) -> None:
         self.places, self.label = places, label
 
     def __getitem__(self, i: int) -> str:
         return self.label(self.places[i])
-
-
-def choose_metric(history: Sequence[dict[str, Any]]) -> str:
-    """The first non-bookkeeping eval_* key, else eval_loss ('' if the log has neither)."""
-    keys = dict.fromkeys(k for entry in history for k in entry if k.startswith("eval_"))
-    for key in keys:
-        if key not in BOOKKEEPING:
-            return key
-    return "eval_loss" if "eval_loss" in keys else ""
 
 
 def _load_state(path: Path) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
@@ -174,10 +157,10 @@ def _metric_key(history: list[dict[str, Any]], metric: str | None,
     best = _eval_key(settings["metric_for_best_model"])
     if best:
         return best, None, "the log's metric_for_best_model"
-    key = choose_metric(history)
+    key, why = pick_metric(k for entry in history for k in entry if k.startswith("eval_"))
     if not key:
         raise LogError(f"{path}: log_history has no eval_* metric")
-    return key, None, "the first eval_* metric in the log (choose one with --metric)"
+    return key, None, f"{why}; choose one with --metric"
 
 
 class HistoryEval(NamedTuple):
@@ -228,9 +211,9 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
     if mode is None and sign_mode:
         mode_from = "a leading '-' on --metric"
     steps: list[int] = []
+    rows: list[int] = []
     values: list[float] = []
     losses: list[float] = []
-    rows: list[int] = []
     notes = [f"metric chosen by {chosen}"]
     label = f"{path}: log_history[{{}}]".format
     for ev in history_evals(history, key, f"{path}: log_history"):
@@ -245,8 +228,8 @@ def read_trainer_state(path: Path | str, metric: str | None = None,
         losses.append(loss)
         rows.append(ev.row)
     if not steps:
-        raise LogError(f"{path}: log_history has no {key!r} evals; its eval keys are: "
-                       f"{', '.join(_eval_keys(history)) or 'none'}")
+        raise MissingMetric(f"{path}: log_history has no {key!r} evals; its eval keys are: "
+                            f"{', '.join(_eval_keys(history)) or 'none'}")
     _check_steps(steps, rows, label, str(path), str(path), settings["max_steps"])
     run_id = path.parent.name if path.name == "trainer_state.json" else path.stem
     return LoggedRun(run_id or path.stem, str(path), key, run_mode, mode_from, tuple(steps),
@@ -264,7 +247,8 @@ def _eval_keys(history: list[dict[str, Any]]) -> list[str]:
     return sorted({k for e in history for k in e if k.startswith("eval_") or k == "loss"})
 
 
-def _csv_rows(path: Path) -> tuple[list[str], _Rows]:
+def _csv_rows(path: Path, required: Sequence[str] = CSV_COLUMNS[:2],
+              expected: str = f"{', '.join(CSV_COLUMNS)}[, loss, ...]") -> tuple[list[str], _Rows]:
     """Header and (line, values) rows of a UTF-8 CSV, refusing what cannot be a replay log;
     rows are read as they are used (a log may be larger than memory); close them when done,
     they hold the file open."""
@@ -285,10 +269,10 @@ def _csv_rows(path: Path) -> tuple[list[str], _Rows]:
             if column in seen:
                 raise LogError(f"{path}: line 1: column {column!r} appears twice")
             seen.add(column)
-        missing = [c for c in CSV_COLUMNS if c not in header]
+        missing = [c for c in required if c not in header]
         if missing:
             raise LogError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
-                           f"expected {', '.join(CSV_COLUMNS)}[, loss, ...]")
+                           f"expected {expected}")
     except BaseException:
         handle.close()
         raise
@@ -356,11 +340,11 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
     index = {c: i for i, c in enumerate(header)}
     with contextlib.closing(rows):  # the rows hold the file open
         if column not in header:
-            raise LogError(f"{path}: no column {column!r}; its columns are: "
-                           f"{', '.join(header)}")
+            raise MissingMetric(f"{path}: no column {column!r}; its columns are: "
+                                f"{', '.join(header)}")
         run_mode, mode_from = mode_for(column, mode or ("min" if (metric or "")[:1] == "-"
                                                         else None))
-        runs: dict[str, dict[str, list[Any]]] = {}
+        runs: dict[str, dict[str, Any]] = {}
         for line, row in rows:
             where = f"{path}: line {line}"
             if len(row) > len(header):
@@ -378,16 +362,27 @@ def read_csv_runs(path: Path | str, metric: str | None = None,
             rec["lines"].append(line)
             if "completed" in index:
                 rec["completed"] = _yes_no(row[index["completed"]], where)
+            if "max_steps" in index and row[index["max_steps"]].strip():
+                rec["max_steps"] = _max_steps(row[index["max_steps"]], where)
     if not runs:
         raise LogError(f"{path}: no rows after the header; a CSV needs at least one eval")
     out = []
     for run_id, rec in runs.items():
+        max_steps = rec.get("max_steps")
         _check_steps(rec["steps"], rec["lines"], f"{path}: line {{}}".format, str(path), run_id,
-                     None)
+                     max_steps)
         out.append(LoggedRun(run_id, str(path), column, run_mode, mode_from,
                              tuple(rec["steps"]), tuple(rec["values"]), tuple(rec["losses"]),
-                             None, completed=rec.get("completed")))
+                             max_steps, completed=rec.get("completed")))
     return out
+
+
+def _max_steps(value: str, where: str) -> int:
+    """A `max_steps` cell: the run's planned length, a whole number > 0."""
+    x = _text_number(value, where, "max_steps")
+    if x != int(x) or x <= 0:
+        raise LogError(f"{where}: max_steps must be a whole number > 0, got {value!r}")
+    return int(x)
 
 
 def _yes_no(value: str, where: str) -> bool | None:
@@ -404,11 +399,11 @@ def _yes_no(value: str, where: str) -> bool | None:
 
 def read_logs(paths: Iterable[Path | str], metric: str | None = None,
               mode: str | None = None) -> list[LoggedRun]:
-    """Runs from CSV files, trainer_state.json files, or checkpoint dirs holding one."""
-    runs: list[LoggedRun] = []
-    for p in map(Path, paths):
-        if not p.exists():
-            raise LogError(f"{p}: no such file or directory")
-        runs.extend(read_csv_runs(p, metric, mode) if p.suffix.lower() == ".csv"
-                    else [read_trainer_state(p, metric, mode)])
+    """Runs from every log format `log_formats.FORMATS` names; a log without the metric is
+    skipped with a warning (`log_formats.read_logs_skipping` returns what was skipped)."""
+    from .log_formats import read_logs_skipping  # it builds on this module's readers
+
+    runs, skipped = read_logs_skipping(paths, metric, mode)
+    for line in skipped:
+        logger.warning("skipped %s", line)
     return runs
