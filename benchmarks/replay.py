@@ -65,9 +65,9 @@ class ReplayRow(NamedTuple):
     mode: str
     detector: str
     stopped: bool
-    stop_step: int | None
+    stop_step: float | None      # a logged step (integral in most logs)
     stop_progress: float
-    kept_step: int
+    kept_step: float
     kept_score: float
     final_score: float
     best_score: float
@@ -87,7 +87,10 @@ class _RecordOnly:
     """The detector of a monitor that only records (a peer's log): it is never asked, and it
     takes every job type, so building a peer of a LoRA run warns of nothing."""
 
-    name, milestones, types, needs = "record-only", (), JOB_TYPES, ("evals",)
+    name = "record-only"
+    milestones: tuple[float, ...] = ()
+    types: tuple[str, ...] = JOB_TYPES
+    needs: tuple[str, ...] = ("evals",)
 
     def decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         return CONTINUE
@@ -158,7 +161,7 @@ def replay(runs: Sequence[LoggedRun], detectors: Sequence[str], job_type: str = 
     """One row per (run, detector), runs in the order given; `progress(n)` hears each run's
     number of evals once it is replayed. A crashed run (`completed=no`) is no one's peer."""
     groups = group_runs(runs, group_by)
-    peers: dict[str, list[SchedulerJobView]] = {}      # built for the first cross-run detector
+    peers: dict[str, list[SchedulerJobView | None]] = {}   # for the first cross-run detector
     rows: dict[tuple[int, int], ReplayRow] = {}
     order = {id(r): i for i, r in enumerate(runs)}
     for d, name in enumerate(detectors):
@@ -166,13 +169,19 @@ def replay(runs: Sequence[LoggedRun], detectors: Sequence[str], job_type: str = 
         if made is None:
             continue
         cross = learns_from_runs(made)
+
+        def fresh(name: str = name) -> Detector:
+            made = make_detector(name)
+            assert made is not None   # the name made a detector just above
+            return made
+
         for key, members in groups.items():
-            shared = make_detector(name)
+            shared = fresh()
             if cross and key not in peers:
                 peers[key] = [None if r.completed is False else peer_view(r, job_type)
                               for r in members]
             for i, run in enumerate(members):
-                detector = make_detector(name) if cross else shared
+                detector = fresh() if cross else shared
                 if cross:
                     for j, view in enumerate(peers[key]):
                         if j != i and view is not None:
