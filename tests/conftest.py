@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from evalstop_gym.config import SimConfig, load_sim_config
+
+
+def _probes_readable_by_anyone() -> None:
+    """Import the isolation tests' probe policies from a copy every user can read. A private
+    policy's process drops to user nobody before it imports the policy's module by name, and the
+    checkout need not be readable by nobody (a clone in a fresh temporary folder is not)."""
+    folder = Path(tempfile.mkdtemp(prefix="evalstop-probes-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder.chmod(0o755)
+    copy = shutil.copy(Path(__file__).with_name("sandboxed_policies.py"), folder)
+    Path(copy).chmod(0o644)
+    sys.path.insert(0, str(folder))
+
+
+_probes_readable_by_anyone()
 
 
 @pytest.fixture(scope="session")
