@@ -18,13 +18,20 @@ EXAMPLE = runpy.run_path(str(Path(__file__).parents[1] / "examples" / "hf_traine
 
 @pytest.fixture
 def hf_log(caplog):
-    """transformers' own logger (it does not propagate), captured at INFO."""
+    """transformers' own logger, captured once at INFO.
+
+    transformers does not propagate by default, but a library loaded earlier in
+    the session may turn propagation on; the root logger also holds caplog's
+    handler, so each record would then be captured twice.
+    """
     root = logging.getLogger("transformers")
+    level, propagate = root.level, root.propagate
     root.addHandler(caplog.handler)
-    level = root.level
     root.setLevel(logging.INFO)
+    root.propagate = False
     yield caplog
     root.setLevel(level)
+    root.propagate = propagate
     root.removeHandler(caplog.handler)
 
 
