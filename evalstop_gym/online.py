@@ -227,7 +227,7 @@ def check_monitor_args(detector: str | Detector, mode: str | None = None,
     refused in training-API words (it would never stop the run)."""
     _check_options("max" if mode is None else mode, max_steps, job_type, steps_name)
     made = resolve_detector(detector)
-    covered = getattr(made, "types", JOB_TYPES)
+    covered = capabilities(made).types
     if job_type not in covered:
         raise ValueError(f"job_type={job_type!r}: {made.name} has no stopping rule for this kind "
                          f"of run, so it would never stop it; pass job_type= one of "
@@ -240,9 +240,8 @@ def never_acts_without_progress(detector: Detector) -> bool:
     that reads progress alone (StopAt) or judges a run against its peers at the same progress
     (MedianPruner's warm-up and alignment). DeclineTest reads progress too but falls back to a
     schedule of its own without it."""
-    needs = capabilities(detector).needs
-    return "progress" in needs and ("evals" not in needs
-                                    or getattr(detector, "needs_peers", False))
+    caps = capabilities(detector)
+    return "progress" in caps.needs and ("evals" not in caps.needs or caps.has_peers is not None)
 
 
 class RunMonitor:
@@ -261,7 +260,7 @@ class RunMonitor:
                  *, grouped: bool = False) -> None:
         _check_options(mode, max_steps, job_type)
         self.detector = resolve_detector(detector)
-        has_peers = getattr(self.detector, "has_peers", None)
+        has_peers = capabilities(self.detector).has_peers
         if not grouped and has_peers is not None and not has_peers(job_type):
             log.warning("%s judges a run against ended peer runs; this RunMonitor has too few, "
                         "so it will never stop this run (use MonitorGroup)", self.detector.name)

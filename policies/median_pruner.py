@@ -33,7 +33,6 @@ class MedianPruner(DetectorBase):
     """
 
     needs = ("evals", "progress", "runs")
-    needs_peers = True      # it never stops a run that has no ended peers (RunMonitor warns)
 
     def __init__(self, percentile: float = 50.0, n_min: int = 5, warmup: float = 0.3) -> None:
         if not 0 <= percentile <= 100 or n_min < 1 or not 0 <= warmup < 1:

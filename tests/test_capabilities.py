@@ -40,8 +40,11 @@ def test_a_compiled_form_belongs_to_the_class_that_declares_it():
 def test_a_detector_alone_says_what_it_watches_and_reads():
     assert capabilities(Patience(3)).needs == ("evals",)
     assert capabilities(Patience(3)).native is None     # no base: nothing to compile
-    pruner = capabilities(MedianPruner())
-    assert "runs" in pruner.needs and pruner.learns
+    pruner = MedianPruner(n_min=1)
+    caps = capabilities(pruner)
+    assert "runs" in caps.needs and caps.learns
+    assert capabilities(Patience(3)).has_peers is None       # judges a run by its own evals
+    assert caps.has_peers is not None and not caps.has_peers("rlhf")   # no ended peer yet
 
 
 def test_an_instance_may_offer_time_slicing_as_an_isolated_policy_does():

@@ -151,6 +151,14 @@ class Monitoring(Protocol):
     needs: tuple[str, ...]
 
 
+@runtime_checkable
+class PeerJudged(Protocol):
+    """A detector that judges a run only against ended peer runs (MedianPruner): it can never
+    stop a run until `has_peers` says enough of them have ended."""
+
+    def has_peers(self, job_type: str) -> bool: ...
+
+
 class Capabilities(NamedTuple):
     """What a policy (or a detector alone) offers beyond the protocol's six members."""
 
@@ -161,6 +169,7 @@ class Capabilities(NamedTuple):
     types: tuple[str, ...]                                     # job types it may stop
     needs: tuple[str, ...]                                     # what it reads
     learns: bool                                               # it learns from ended runs
+    has_peers: Callable[[str], bool] | None                    # PeerJudged: enough peers?
 
 
 def capabilities(policy: object) -> Capabilities:
@@ -192,7 +201,8 @@ def capabilities(policy: object) -> Capabilities:
     return Capabilities(
         plan if callable(plan) else None, sliced, native,
         detector.reason if native is not None and isinstance(detector, CompiledRule) else None,
-        monitors.types if monitors is not None else JOB_TYPES, needs, "runs" in needs)
+        monitors.types if monitors is not None else JOB_TYPES, needs, "runs" in needs,
+        detector.has_peers if isinstance(detector, PeerJudged) else None)
 
 
 def _own(obj: object, name: str) -> bool:
