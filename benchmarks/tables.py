@@ -1,4 +1,5 @@
-"""The per-experiment table: mean ± 95% CI per cell, and the change and p-value vs the reference."""
+"""The per-experiment table: mean ± 95% CI per cell, and the change and p-value vs the reference
+(the paired t-test over the seeds a cell shares with its reference; Welch's where it has none)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from .stats import cells, compare, mean_ci
+from .stats import PAIRED, WELCH, cells, compare, mean_ci
 
 # (column title, metric, scale, decimals): fractions are shown as percentages
 COLUMNS = (
@@ -42,10 +43,11 @@ def fmt_p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def table_frame(runs: pd.DataFrame, reference: Mapping[str, Any],
-                match_value: bool) -> pd.DataFrame:
-    """One row per cell, text cells, ready to print or write as markdown."""
-    comp = compare(runs, reference, match_value)
+def table_frame(runs: pd.DataFrame, reference: Mapping[str, Any], match_value: bool,
+                comp: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per cell, text cells, ready to print or write as markdown; `comp` is
+    `compare(runs, reference, match_value)` when the caller has it already."""
+    comp = compare(runs, reference, match_value) if comp is None else comp
     rows = []
     for cell, grp in runs.groupby("cell", sort=False):
         row = {"cell": cell}
@@ -73,17 +75,32 @@ def to_markdown(frame: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
+def which_test(comp: pd.DataFrame) -> str:
+    """Which test the p columns hold, for the table's note: the paired t-test where every cell
+    shares seeds with its reference, Welch's where none does, and which is which otherwise."""
+    used = set(comp.loc[comp["cell"] != comp["reference"], "test"])
+    if used == {WELCH}:
+        return "Welch's t-test: no cell shares two seeds with its reference"
+    paired = "paired t-test over the seeds each cell shares with its reference"
+    if used == {PAIRED} or not used:
+        return paired
+    unpaired = sorted(set(comp.loc[comp["test"] == WELCH, "cell"]))
+    return f"{paired}; Welch's t-test for {', '.join(unpaired)} (fewer than two shared)"
+
+
 def experiment_markdown(title: str, runs: pd.DataFrame, reference: Mapping[str, Any],
                         match_value: bool) -> str:
     """table.md of one experiment: a heading, what the columns mean, the table."""
     n_seeds = runs["seed"].nunique()
+    comp = compare(runs, reference, match_value)
     ref = ", ".join(f"{k}={v}" for k, v in reference.items()) or "none"
     where = " at the same sweep value" if match_value and "value" not in reference else ""
     note = (f"Mean ± 95% CI (t-distribution) over {n_seeds} seed(s); {len(cells(runs))} cells. "
-            f"Δ and p (Welch's t-test) against the reference cell ({ref}){where}: ΔJCT > 0 is "
-            f"faster, Δwasted < 0 is less waste. FPR is over healthy RLHF jobs; FPR-all over "
+            f"Δ and p ({which_test(comp)}) against the reference cell ({ref}){where}: ΔJCT > 0 "
+            f"is faster, Δwasted < 0 is less waste. FPR is over healthy RLHF jobs; FPR-all over "
             f"all non-hacking jobs.")
-    return f"## {title}\n\n{note}\n\n{to_markdown(table_frame(runs, reference, match_value))}\n"
+    table = to_markdown(table_frame(runs, reference, match_value, comp))
+    return f"## {title}\n\n{note}\n\n{table}\n"
 
 
 # The terminal table: the headline columns only, so it fits TERMINAL_WIDTH characters

@@ -1,0 +1,96 @@
+"""Tables and verdicts name the test behind their p, and use the paired one where seeds pair."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats as st
+
+from evalstop_gym.benchmarks.claims import REPRO, SAME, Stat, delta
+from evalstop_gym.benchmarks.tables import experiment_markdown, fmt_p, table_frame
+
+REF = {"base": "SRTF-Est", "detector": "none"}
+# Seeds whose workloads differ a lot, and a cell 5% faster on each (a steady paired gain that
+# the spread between seeds hides from Welch's test).
+WORKLOAD = {42: 900.0, 123: 1300.0, 456: 1000.0, 789: 1450.0, 1024: 1100.0}
+FASTER = {s: v * 0.95 + (4.0 if i % 2 else -3.0) for i, (s, v) in enumerate(WORKLOAD.items())}
+
+
+def e2_like(cell_seeds: dict[int, float] = FASTER) -> pd.DataFrame:
+    rows = []
+    for det, jcts in (("none", WORKLOAD), ("EvalStop-2", cell_seeds)):
+        policy = "SRTF-Est" if det == "none" else f"{det}+SRTF-Est"
+        rows += [{"experiment": "e2", "cell": policy, "label": "", "policy": policy,
+                  "base": "SRTF-Est", "detector": det, "seed": s, "jct": v, "ttfuc": v,
+                  "wasted_frac": 0.3, "saved_frac": 0.0, "precision": 0.9, "recall": 0.9,
+                  "fpr": 0.5, "fpr_all": 0.1, "jain": 0.99, "n_stopped": 3.0}
+                 for s, v in jcts.items()]
+    return pd.DataFrame(rows)
+
+
+def test_table_p_column_is_the_paired_p_and_the_note_says_so():
+    runs = e2_like()
+    frame = table_frame(runs, REF, False).set_index("cell")
+    paired = st.ttest_rel(list(FASTER.values()), list(WORKLOAD.values())).pvalue
+    welch = st.ttest_ind(list(FASTER.values()), list(WORKLOAD.values()), equal_var=False).pvalue
+    assert fmt_p(paired) != fmt_p(welch)
+    assert frame.loc["EvalStop-2+SRTF-Est", "p(jct)"] == fmt_p(paired)
+    md = experiment_markdown("E2", runs, REF, False)
+    assert "paired t-test over the seeds each cell shares with its reference" in md
+    assert "Welch" not in md
+
+
+def test_table_note_names_welch_where_seeds_do_not_pair():
+    other = {s + 1: v for s, v in FASTER.items()}
+    runs = e2_like(other)
+    md = experiment_markdown("E2", runs, REF, False)
+    assert "Welch's t-test" in md and "paired" not in md
+    welch = st.ttest_ind(list(other.values()), list(WORKLOAD.values()), equal_var=False).pvalue
+    assert table_frame(runs, REF, False).set_index("cell").loc[
+        "EvalStop-2+SRTF-Est", "p(jct)"] == fmt_p(welch)
+
+
+def _stat(values: dict[int, float]) -> Stat:
+    vals = list(values.values())
+    return Stat(sum(vals) / len(vals), 0.0, len(vals), vals, tuple(values))
+
+
+def test_a_stated_change_is_judged_on_the_paired_p():
+    """The same +5% gain: significant over paired seeds (reproduced), not over unknown seeds
+    (Welch: only the same direction), and the row names the test."""
+    cell, ref = _stat(FASTER), _stat(WORKLOAD)
+    row = delta("E2", "c", "jct", cell, ref, 5.0, 3, +1)
+    assert row.verdict == REPRO and "paired p" in row.ours
+    unpaired = delta("E2", "c", "jct", cell._replace(seeds=()), ref, 5.0, 3, +1)
+    assert unpaired.verdict == SAME and "not significant" in unpaired.why
+    assert "Welch p" in unpaired.ours
+
+
+def test_reproduction_header_states_the_paired_rule(tmp_path: Path):
+    from evalstop_gym.benchmarks.report import render
+
+    text = render({}, tmp_path, 0.0, 0.0, "evalstop-bench report")
+    assert "paired t-test on per-seed differences" in text
+    assert "Welch's t-test only where a cell shares fewer than two seeds" in text
+
+
+def test_jain_check_uses_the_paired_test():
+    from evalstop_gym.benchmarks.paper_claims import e2
+
+    runs = e2_like()
+    assert not math.isnan(runs["jain"].iloc[0])
+    rows = {r.claim: r for r in e2(_with_e2_cells(runs))}
+    jain = rows["Jain's index with EvalStop within noise of SRTF-Est"]
+    assert "paired p" in jain.ours and jain.why.startswith("paired t-test")
+
+
+def _with_e2_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """E2's other policies (their figures do not matter here), so e2() finds every cell."""
+    base = runs[runs["policy"] == "SRTF-Est"]
+    extra = [base.assign(policy=p, cell=p) for p in (
+        "StopAt-0.5+SRTF-Est", "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est", "EvalSched")]
+    jain = runs.assign(jain=[0.99 + 0.001 * (i % 3) for i in range(len(runs))])
+    return pd.concat([jain, *extra], ignore_index=True)
+
