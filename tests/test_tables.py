@@ -94,3 +94,54 @@ def _with_e2_cells(runs: pd.DataFrame) -> pd.DataFrame:
     jain = runs.assign(jain=[0.99 + 0.001 * (i % 3) for i in range(len(runs))])
     return pd.concat([jain, *extra], ignore_index=True)
 
+
+
+SIGMAS = (0.01, 0.02, 0.03, 0.05, 0.08, 0.12)
+LONG = "model:" + "runs/a_rather_long_folder_name/ppo_stop_seed20000_normalised" * 2
+
+
+def sweep_like() -> pd.DataFrame:
+    """E7's shape: three policies (one with a very long name) crossed with six noise levels."""
+    rows = []
+    for value in SIGMAS:
+        for det in ("EvalStop-2", "StopAt-0.65", LONG):
+            policy = f"{det}+SRTF-Est"
+            rows += [{"experiment": "e7", "cell": f"{policy}__noise.sigma={value}", "label": "",
+                      "policy": policy, "base": "SRTF-Est", "detector": det,
+                      "param": "noise.sigma", "value": value, "seed": s,
+                      "jct": 1000.0 + 10 * s + 100 * value, "ttfuc": 1.0, "wasted_frac": 0.1,
+                      "saved_frac": 0.0, "precision": 0.8, "recall": 0.5, "fpr": 0.01,
+                      "fpr_all": 0.01, "jain": 0.9, "n_stopped": 3.0} for s in (1, 2, 3)]
+    return pd.DataFrame(rows)
+
+
+def test_swept_value_is_a_column_never_cut():
+    """Every row of both tables shows its sigma in full, beside a short row label."""
+    from evalstop_gym.benchmarks.tables import terminal_table
+
+    runs, ref = sweep_like(), {"detector": "EvalStop-2"}
+    md = experiment_markdown("E7", runs, ref, True)
+    header = md.splitlines()[4]
+    assert header.startswith("| cell | noise.sigma | JCT (min)")
+    lines = [line for line in md.splitlines() if line.startswith("| EvalStop-2")]
+    assert [line.split(" | ")[1] for line in lines] == [repr(v) for v in SIGMAS]
+    assert "__noise.sigma" not in md
+    term = terminal_table(runs, ref, True).splitlines()
+    assert term[0].split()[:2] == ["cell", "sigma"] and max(map(len, term)) <= 100
+    rows = term[1:]
+    assert len(rows) == 3 * len(SIGMAS)
+    for i, value in enumerate(v for v in SIGMAS for _ in range(3)):
+        assert f" {value!r} " in rows[i]
+    long_rows = [r for r in rows if r.startswith("model:")]
+    assert len(long_rows) == len(SIGMAS) and all("…" in r for r in long_rows)
+
+
+def test_vs_names_the_reference_row_and_a_value_it_moved_to():
+    """At the same sigma the reference is its label; a fixed reference shows its own sigma."""
+    runs = sweep_like()
+    same = table_frame(runs, {"detector": "EvalStop-2"}, True)
+    assert set(same["vs"]) == {"EvalStop-2+SRTF-Est"}
+    fixed = table_frame(runs, {"detector": "EvalStop-2", "value": 0.05}, True)
+    at = fixed.set_index(["cell", "noise.sigma"])["vs"]
+    assert at[("StopAt-0.65+SRTF-Est", "0.01")] == "EvalStop-2+SRTF-Est (noise.sigma=0.05)"
+    assert at[("StopAt-0.65+SRTF-Est", "0.05")] == "EvalStop-2+SRTF-Est"
