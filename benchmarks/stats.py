@@ -181,17 +181,31 @@ def _matches(row: pd.Series, field: str, want: Any) -> bool:
 
 def reference_of(cell_table: pd.DataFrame, reference: Mapping[str, Any],
                  match_value: bool) -> dict[str, str]:
-    """Map each cell to its reference cell (the same sweep value when `match_value`)."""
+    """Map each cell to its reference cell: at the same sweep value when `match_value`, and on
+    the cell's own base when the reference names neither `base` nor `label` and that base has
+    such a cell (E4's `{detector: none}`: each combination against its base alone); else the
+    first cell that matches."""
     out: dict[str, str] = {}
+    per_base = "base" in cell_table and is_per_base(reference)
     for _, row in cell_table.iterrows():
         want = dict(reference)
         if match_value and "value" not in want:
             want["value"] = row["value"]
-        hits = [r["cell"] for _, r in cell_table.iterrows()
-                if all(_matches(r, k, v) for k, v in want.items())]
+        hits = _hits(cell_table, {**want, "base": row["base"]}) if per_base else []
+        hits = hits or _hits(cell_table, want)
         if hits:
             out[row["cell"]] = hits[0]
     return out
+
+
+def is_per_base(reference: Mapping[str, Any]) -> bool:
+    """Whether `reference` is matched on each cell's own base (it names no base and no label)."""
+    return not {"base", "label"} & set(reference)
+
+
+def _hits(cell_table: pd.DataFrame, want: Mapping[str, Any]) -> list[str]:
+    return [r["cell"] for _, r in cell_table.iterrows()
+            if all(_matches(r, k, v) for k, v in want.items())]
 
 
 COMPARE_COLUMNS = ["experiment", "cell", "against", "reference", "metric", "mean", "ref_mean",

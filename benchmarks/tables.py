@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from .stats import PAIRED, WELCH, cells, compare, mean_ci
+from .stats import PAIRED, WELCH, cells, compare, is_per_base, mean_ci
 
 # (column title, metric, scale, decimals): fractions are shown as percentages
 COLUMNS = (
@@ -139,6 +139,7 @@ def experiment_markdown(title: str, runs: pd.DataFrame, reference: Mapping[str, 
     comp = compare(runs, reference, match_value)
     ref = ", ".join(f"{k}={v}" for k, v in reference.items()) or "none"
     where = " at the same sweep value" if match_value and "value" not in reference else ""
+    where += " over the same base" if "base" in runs and is_per_base(reference) else ""
     note = (f"Mean ± 95% CI (t-distribution) over {n_seeds} seed(s); {len(cells(runs))} cells. "
             f"Δ and p ({which_test(comp)}) against the reference cell ({ref}){where}: ΔJCT > 0 "
             f"is faster, Δwasted < 0 is less waste. FPR is over healthy RLHF jobs; FPR-all over "

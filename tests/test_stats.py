@@ -253,3 +253,26 @@ def test_summary_table_carries_the_test_columns():
         _paired_runs(WORKLOAD, FASTER))["p_value"])
     for col in ("p_wilcoxon", "diff_mean", "diff_ci95"):
         assert not math.isnan(row[f"{col}_vs_reference"])
+
+
+def test_e4_compares_each_combination_with_its_own_base():
+    """configs/e4.yaml's `{detector: none}`: FIFO+EvalStop-2 against FIFO, SJF-Est+EvalStop-2
+    against SJF-Est, ..., as the paper's E4 has it, not every row against FIFO."""
+    from evalstop_gym.experiment import load_experiment
+
+    exp = load_experiment("e4")
+    base_jct = {"FIFO": 2000.0, "SJF-Est": 1500.0, "SRTF-Est": 1200.0, "LossAware": 1300.0}
+    rows = [{"experiment": "e4", "cell": c.key, "label": c.label, "policy": c.policy,
+             "base": c.base, "detector": c.detector, "param": "", "value": math.nan,
+             "seed": s, "jct": base_jct[c.base] * (0.9 if c.detector != "none" else 1.0) + s}
+            for c in exp.cells for s in exp.seeds]
+    comp = compare(pd.DataFrame(rows), exp.reference, exp.is_sweep)
+    jct = comp[comp.metric == "jct"].set_index("cell")
+    mean_seed = sum(exp.seeds) / len(exp.seeds)
+    for base, b in base_jct.items():
+        assert jct.loc[f"{base}+EvalStop-2", "reference"] == base
+        assert jct.loc[f"{base}+EvalStop-2", "delta_pct"] == pytest.approx(
+            100 * 0.1 * b / (b + mean_seed))
+        assert jct.loc[base, "reference"] == base
+    named = compare(pd.DataFrame(rows), {"base": "SRTF-Est", "detector": "none"})
+    assert set(named["reference"]) == {"SRTF-Est"}   # a reference naming its base is kept
