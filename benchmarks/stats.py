@@ -112,13 +112,14 @@ def by_seed(values: Sequence[float], seeds: Sequence[Any] | None) -> dict[Any, f
 def versus(a: Sequence[float], b: Sequence[float], a_seeds: Sequence[Any] | None = None,
            b_seeds: Sequence[Any] | None = None) -> Versus:
     """Cell values `a` against reference values `b`: paired over their shared seeds when they
-    share at least MIN_PAIRS (each seed once per side), else Welch's test on all values."""
+    share at least MIN_PAIRS (each seed once per side), else Welch's test on all values. Which
+    test depends on the seeds alone, so every metric of two cells gets the same one; a seed
+    whose value is NaN on either side drops out of the pairs (`n_pairs` counts those left)."""
     sa, sb = by_seed(a, a_seeds), by_seed(b, b_seeds)
-    both = pairs(sa, sb) if sa is not None and sb is not None else []
-    if len(both) >= MIN_PAIRS:
+    if sa is not None and sb is not None and len(set(sa) & set(sb)) >= MIN_PAIRS:
+        both = pairs(sa, sb)
         mean, half, _ = mean_ci([x - y for x, y in both])
-        return Versus(PAIRED, paired_p(sa, sb), wilcoxon_p(sa, sb),  # type: ignore[arg-type]
-                      mean, half, len(both))
+        return Versus(PAIRED, paired_p(sa, sb), wilcoxon_p(sa, sb), mean, half, len(both))
     return Versus(WELCH, welch_p(a, b), math.nan, *welch_diff(a, b), 0)
 
 

@@ -235,6 +235,9 @@ def test_nan_values_drop_their_pair_only():
     assert row["test"] == "paired t" and row["n_pairs"] == 4
     assert row["p_value"] == pytest.approx(
         st.ttest_rel([gap[s] for s in kept], [WORKLOAD[s] for s in kept]).pvalue)
+    undefined = _jct_row(_paired_runs(WORKLOAD, dict.fromkeys(WORKLOAD, math.nan)))
+    assert undefined["test"] == "paired t" and undefined["n_pairs"] == 0   # seeds decide
+    assert math.isnan(undefined["p_value"]) and math.isnan(undefined["diff_mean"])
     ref = _paired_runs(WORKLOAD, FASTER)
     comp = compare(ref, {"base": "SRTF-Est", "detector": "none"})
     self_row = comp[(comp.cell == "SRTF-Est") & (comp.metric == "jct")].iloc[0]

@@ -24,7 +24,8 @@ def e2_like(cell_seeds: dict[int, float] = FASTER) -> pd.DataFrame:
         policy = "SRTF-Est" if det == "none" else f"{det}+SRTF-Est"
         rows += [{"experiment": "e2", "cell": policy, "label": "", "policy": policy,
                   "base": "SRTF-Est", "detector": det, "seed": s, "jct": v, "ttfuc": v,
-                  "wasted_frac": 0.3, "saved_frac": 0.0, "precision": 0.9, "recall": 0.9,
+                  "wasted_frac": 0.3, "saved_frac": 0.0, "recall": 0.9,
+                  "precision": math.nan if det == "none" else 0.9,   # no stops: undefined
                   "fpr": 0.5, "fpr_all": 0.1, "jain": 0.99, "n_stopped": 3.0}
                  for s, v in jcts.items()]
     return pd.DataFrame(rows)
