@@ -127,14 +127,36 @@ def test_swept_value_is_a_column_never_cut():
     lines = [line for line in md.splitlines() if line.startswith("| EvalStop-2")]
     assert [line.split(" | ")[1] for line in lines] == [repr(v) for v in SIGMAS]
     assert "__noise.sigma" not in md
-    term = terminal_table(runs, ref, True).splitlines()
-    assert term[0].split()[:2] == ["cell", "sigma"] and max(map(len, term)) <= 100
+    text = terminal_table(runs, ref, True)
+    term = text.split("\n\n")[0].splitlines()
+    assert term[0].split()[:3] == ["over", "SRTF-Est", "sigma"]   # the base all rows share
+    assert max(map(len, text.splitlines())) <= 100
     rows = term[1:]
     assert len(rows) == 3 * len(SIGMAS)
     for i, value in enumerate(v for v in SIGMAS for _ in range(3)):
         assert f" {value!r} " in rows[i]
+    assert [r.split()[0] for r in rows[:2]] == ["EvalStop-2", "StopAt-0.65"]
     long_rows = [r for r in rows if r.startswith("model:")]
     assert len(long_rows) == len(SIGMAS) and all("…" in r for r in long_rows)
+
+
+def test_terminal_table_shows_both_fprs_labelled():
+    """SPEC's FPR (healthy RLHF) and the paper's (all non-hacking) side by side, with a legend;
+    rows over different bases keep their full names under 'cell'."""
+    from evalstop_gym.benchmarks.tables import terminal_table
+
+    runs = e2_like()
+    runs.loc[runs["detector"] == "EvalStop-2", ["fpr", "fpr_all"]] = [0.9, 0.4]
+    other = runs[runs["detector"] == "none"].assign(base="FIFO", policy="FIFO", cell="FIFO")
+    text = terminal_table(pd.concat([runs, other]), REF, False)
+    table, legend = text.split("\n\n")
+    head, *rows = table.splitlines()
+    titles = head.split()
+    assert titles[0] == "cell" and titles.index("FPR-all%") == titles.index("FPR%") + 1
+    row = dict(zip(titles[1:], rows[1].split()[1:], strict=False))
+    assert rows[1].startswith("EvalStop-2+SRTF-Est")
+    assert (row["FPR%"], row["FPR-all%"]) == ("90.0±0.0", "40.0±0.0")
+    assert "FPR: FP / healthy RLHF jobs" in legend and "FPR-all: FP / all non-hacking" in legend
 
 
 def test_vs_names_the_reference_row_and_a_value_it_moved_to():
