@@ -70,11 +70,12 @@ def paired_p(a: Mapping[Any, float], b: Mapping[Any, float]) -> float:
 
 def wilcoxon_p(a: Mapping[Any, float], b: Mapping[Any, float]) -> float:
     """Two-sided Wilcoxon signed-rank p-value of the per-seed differences a - b, as
-    `scipy.stats.wilcoxon` computes it by default (zero differences dropped; `method="auto"`:
-    the exact null distribution up to 50 pairs, exhaustive permutations up to 13 pairs when
-    differences tie or are zero, the normal approximation beyond). It assumes no normality, so
-    it checks the paired t-test on a handful of seeds. NaN when undefined: fewer than 2 shared
-    seeds, or every difference zero."""
+    `scipy.stats.wilcoxon` computes it by default: zero differences dropped, `method="auto"`,
+    which in SciPy 1.17 is the exact null distribution up to 50 pairs, exhaustive permutations
+    up to 13 pairs when differences tie or are zero, the normal approximation beyond (older
+    SciPy approximates whenever differences tie). It assumes no normality, so it checks the
+    paired t-test; with 5 seeds its smallest possible p is 2/32 = 0.0625. NaN when undefined:
+    fewer than 2 shared seeds, or every difference zero."""
     both = pairs(a, b)
     diffs = np.asarray([x - y for x, y in both], dtype=float)
     if len(diffs) < MIN_PAIRS or np.abs(diffs).max() <= _rounding(both):
