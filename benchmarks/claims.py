@@ -3,25 +3,26 @@
 Every "ours" comes from the runs DataFrames; nothing measured is typed here. Verdicts:
 `reproduced` (within the stated tolerance, or the stated bound holds), `same direction` (the
 sign of the effect agrees but its size does not, or a stated change is not significant over our
-seeds), `not reproduced` (with the measured number). A figure that a constant was tuned to
-match is a `fit` when it holds (`as_fit`): agreement there tests nothing.
+seeds: p >= ALPHA by the paired t-test over the seeds the cell and its reference share, Welch's
+only where they share fewer than two), `not reproduced` (with the measured number). A figure that
+a constant was tuned to match is a `fit` when it holds (`as_fit`): agreement there tests nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pandas as pd
 
-from .stats import improvement, mean_ci, welch_p
+from .stats import WELCH, improvement, mean_ci, versus
 
 Runs = Mapping[str, pd.DataFrame]
 SRTF, EVAL2 = "SRTF-Est", "EvalStop-2+SRTF-Est"
 REPRO, SAME, NOT, FIT = "reproduced", "same direction", "not reproduced", "fit"
 VERDICTS = (REPRO, FIT, SAME, NOT)
-ALPHA = 0.05   # a stated change is established when Welch's p is below this (or nothing varies)
+ALPHA = 0.05   # a stated change is established when its p is below this (or nothing varies)
 
 
 class Stat(NamedTuple):
@@ -29,6 +30,7 @@ class Stat(NamedTuple):
     ci: float
     n: int
     values: list[float]
+    seeds: tuple[Any, ...] = ()   # seed of each value (pairs cells that share seeds); () unknown
 
 
 class Row(NamedTuple):
@@ -53,8 +55,16 @@ def select(runs: pd.DataFrame, policy: str | None = None, value: float | None = 
 
 
 def stat(runs: pd.DataFrame, metric: str, **sel: object) -> Stat:
-    vals = select(runs, **sel)[metric].astype(float).tolist()  # type: ignore[arg-type]
-    return Stat(*mean_ci(vals), vals)
+    rows = select(runs, **sel)  # type: ignore[arg-type]
+    vals = rows[metric].astype(float).tolist()
+    seeds = tuple(rows["seed"]) if "seed" in rows else ()
+    return Stat(*mean_ci(vals), vals, seeds)
+
+
+def p_against(cell: Stat, ref: Stat) -> tuple[str, float]:
+    """("paired p" or "Welch p", its value): cell against ref, paired over shared seeds."""
+    v = versus(cell.values, ref.values, cell.seeds or None, ref.seeds or None)
+    return ("Welch p" if v.test == WELCH else "paired p"), v.p
 
 
 def fmt(s: Stat, pct: bool = False) -> str:
@@ -93,8 +103,8 @@ def delta(exp: str, claim: str, metric: str, cell: Stat, ref: Stat, paper: float
           tol: float, better: int) -> Row:
     """A stated change vs a reference, in the paper's sign convention (`better` = +1 or -1)."""
     d = improvement(metric, cell.mean, ref.mean)
-    p = welch_p(cell.values, ref.values)
-    ours = "n/a" if math.isnan(d) else f"{d:+.1f}% (p = {p:.3g})"
+    test, p = p_against(cell, ref)
+    ours = "n/a" if math.isnan(d) else f"{d:+.1f}% ({test} = {p:.3g})"
     paper_s = "improves" if paper is None else f"{paper:+.1f}%"
     if math.isnan(d):
         return Row(exp, claim, paper_s, ours, NOT, "undefined")

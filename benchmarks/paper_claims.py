@@ -24,12 +24,12 @@ from .claims import (
     delta,
     fmt,
     level,
+    p_against,
     ratio,
     show_trend,
     stat,
     trend,
 )
-from .stats import welch_p
 
 # Every FPR figure is judged once, as FP / all non-hacking jobs (`fpr_all`): the paper's own
 # numbers rule the healthy-RLHF definition out (E1 StopAt 9.7%, E2 LossPlateau 24.7%, E8 StopAt
@@ -123,7 +123,7 @@ def e2(r: pd.DataFrame) -> list[Row]:
     rate = config.workload.hacking_fraction
     ceiling, _ = waste_ceiling(config)
     jain_e, jain_s = s["jain"][EVAL2], s["jain"][SRTF]
-    jain_p = welch_p(jain_e.values, jain_s.values)
+    jain_test, jain_p = p_against(jain_e, jain_s)
     fast = sorted(s["jct"], key=lambda p: s["jct"][p].mean)[:2]
     f = E2_FIGURES
     pr, rc, fp, lpr = (f["evalstop_precision"], f["evalstop_recall"], f["evalstop_fpr_all"],
@@ -173,9 +173,10 @@ def e2(r: pd.DataFrame) -> list[Row]:
                      healthy_fpr(r, policy=lp)),
                "job_types.rlhf.loss.residual, job_types.dpo.loss.plateau_progress"),
         check("E2", "Jain's index with EvalStop within noise of SRTF-Est", "p > 0.05",
-              f"{fmt(jain_e)} vs {fmt(jain_s)} (p = {jain_p:.3g})",
+              f"{fmt(jain_e)} vs {fmt(jain_s)} ({jain_test} = {jain_p:.3g})",
               min(jain_e.n, jain_s.n) > 1 and not jain_p <= 0.05,
-              "Welch's t-test on Jain's index (p undefined only when neither varies)"),
+              f"{jain_test.split()[0]} t-test on Jain's index (p undefined only when the "
+              "difference does not vary)"),
         eval_sched_ratio(s["jct"]),
     ]
 

@@ -24,7 +24,7 @@ from evalstop_gym.experiment import list_experiments
 
 from . import durable
 from .calibrate import CALIBRATION_HEADING
-from .claims import FIT, VERDICTS, Row
+from .claims import ALPHA, FIT, REPRO, SAME, VERDICTS, Row
 from .learned_report import learned_section
 from .paper_claims import CLAIMS
 from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
@@ -150,6 +150,12 @@ def render(runs: Mapping[str, pd.DataFrame], out: Path, sweep_s: float, cpu_s: f
         "under which stopping every RLHF job (StopAt) gives 100% whatever the workload, "
         "against the paper's 9.7% (E1), 64.5% (E2) and 77% (E8 at 20%). SPEC's FPR is shown "
         "beside each in the why column.\n",
+        f"**Verdicts.** A stated change is `{REPRO}` when its size is within the tolerance and it "
+        f"is significant, p < {ALPHA:g} by the paired t-test on per-seed differences against "
+        "its reference (every cell of a seed runs the same workloads, so the seeds pair up); "
+        "Welch's t-test only where a cell shares fewer than two seeds with its reference. The "
+        "test is named beside each p. A right-signed change short of either is "
+        f"`{SAME}`.\n",
         f"**Fits.** A `{FIT}` is a figure a constant was tuned to match (named in its row): "
         "agreeing with it tests nothing, so it is not counted as reproduced.\n",
         early_recall_note(runs.get("e2")),

@@ -10,7 +10,9 @@ x-coordinate (E5's k) without touching the config.
 
 Reference cells: `reference` is a mapping of cell fields (base, detector, label, value). In a
 sweep experiment a reference without `value` is matched at the same sweep value as the cell it
-is compared with. `extra_references` names further comparisons (E6: against the 15% row).
+is compared with; a reference naming neither `base` nor `label` is matched on the cell's own base
+(E4: each combination against its base alone). `extra_references` names further comparisons (E6:
+against the 15% row).
 """
 
 from __future__ import annotations

@@ -72,7 +72,13 @@ def test_compare_and_summarize_by_hand():
     comp = compare(_runs(), {"detector": "none"}, match_value=True)
     row = comp[(comp.cell == "EvalStop-2+SRTF-Est__s=0.1") & (comp.metric == "jct")].iloc[0]
     assert row["delta_pct"] == pytest.approx(100 * 20 / 110)
-    assert row["p_value"] == pytest.approx(welch_p([88, 99, 110], [110, 121, 132]))
+    # seeds 1-3 pair up, and each is 22 minutes faster: a constant difference has no p
+    assert row["test"] == "paired t" and math.isnan(row["p_value"])
+    assert row["diff_mean"] == pytest.approx(-22.0) and row["diff_ci95"] == pytest.approx(0.0)
+    unseeded = compare(_runs().drop(columns="seed"), {"detector": "none"}, match_value=True)
+    welch = unseeded[(unseeded.cell == row["cell"]) & (unseeded.metric == "jct")].iloc[0]
+    assert welch["test"] == "Welch"
+    assert welch["p_value"] == pytest.approx(welch_p([88, 99, 110], [110, 121, 132]))
     wasted = comp[(comp.cell == "EvalStop-2+SRTF-Est__s=0.1") & (comp.metric == "wasted_frac")]
     assert wasted["delta_pct"].iloc[0] == pytest.approx(-50.0)
     summ = summarize(_runs())
@@ -154,3 +160,122 @@ def test_seed_power_section_reports_both_tests_per_cell():
     assert power.loc["wasted", "delta_pct"] < 0
     text = seed_power_section(runs)
     assert "| EvalStop-2+SRTF-Est |" in text and "over 8 seeds" in text and "paired p" in text
+
+
+def _paired_runs(ref_jct: dict[int, float], cell_jct: dict[int, float]) -> pd.DataFrame:
+    """E2-like runs: SRTF-Est alone and EvalStop-2 over it, one row per seed each."""
+    rows = []
+    for det, jcts in (("none", ref_jct), ("EvalStop-2", cell_jct)):
+        policy = "SRTF-Est" if det == "none" else f"{det}+SRTF-Est"
+        rows += [{"experiment": "e2", "cell": policy, "label": "", "policy": policy,
+                  "base": "SRTF-Est", "detector": det, "seed": s, "jct": v}
+                 for s, v in jcts.items()]
+    return pd.DataFrame(rows)
+
+
+# Five seeds whose workloads differ a lot (the shared per-seed offset), and a cell that is
+# 5% faster on every one of them, give or take a little.
+WORKLOAD = {42: 900.0, 123: 1300.0, 456: 1000.0, 789: 1450.0, 1024: 1100.0}
+FASTER = {s: v * 0.95 + (4.0 if i % 2 else -3.0) for i, (s, v) in enumerate(WORKLOAD.items())}
+
+
+def _jct_row(runs: pd.DataFrame) -> pd.Series:
+    comp = compare(runs, {"base": "SRTF-Est", "detector": "none"})
+    return comp[(comp.cell == "EvalStop-2+SRTF-Est") & (comp.metric == "jct")].iloc[0]
+
+
+def test_shared_seeds_are_compared_paired_where_welch_sees_nothing():
+    """The E2 case of issue 21 (Welch 0.21, paired 0.0003): the workload offset each seed shares
+    hides a steady gain from Welch's test, and the per-seed differences reveal it."""
+    row = _jct_row(_paired_runs(WORKLOAD, FASTER))
+    cell, ref = list(FASTER.values()), list(WORKLOAD.values())
+    assert welch_p(cell, ref) > 0.2
+    assert row["test"] == "paired t" and row["n_pairs"] == 5
+    assert row["p_value"] < 0.01
+    assert row["p_value"] == pytest.approx(st.ttest_rel(cell, ref).pvalue)
+    diffs = [c - r for c, r in zip(cell, ref, strict=True)]
+    assert row["diff_mean"] == pytest.approx(sum(diffs) / 5)
+    assert row["diff_ci95"] == pytest.approx(mean_ci(diffs)[1])
+    assert row["p_wilcoxon"] == pytest.approx(st.wilcoxon(cell, ref).pvalue)
+
+
+def test_wilcoxon_matches_scipy_and_is_nan_where_undefined():
+    """Ties and a zero difference (scipy then permutes exhaustively) give scipy's own p; one
+    pair, or no difference at all, is undefined rather than p = 1."""
+    from evalstop_gym.benchmarks.stats import wilcoxon_p
+
+    a = {1: 5.0, 2: 7.0, 3: 6.0, 4: 9.0, 5: 4.0, 6: 8.0}
+    b = {1: 4.0, 2: 5.0, 3: 6.0, 4: 7.0, 5: 5.0, 6: 6.0}
+    assert wilcoxon_p(a, b) == pytest.approx(st.wilcoxon(list(a.values()),
+                                                         list(b.values())).pvalue)
+    assert math.isnan(wilcoxon_p({1: 1.0}, {1: 2.0}))
+    assert math.isnan(wilcoxon_p({1: 1.0, 2: 2.0}, {1: 1.0, 2: 2.0}))
+
+
+def test_cells_without_shared_seeds_fall_back_to_welch():
+    """Other seeds (or one shared seed only) are not pairs: Welch's p, its interval, no pairs."""
+    other = {s + 1: v for s, v in FASTER.items()}
+    row = _jct_row(_paired_runs(WORKLOAD, other))
+    cell, ref = list(other.values()), list(WORKLOAD.values())
+    assert row["test"] == "Welch" and row["n_pairs"] == 0
+    assert row["p_value"] == pytest.approx(welch_p(cell, ref))
+    assert math.isnan(row["p_wilcoxon"])
+    low, high = st.ttest_ind(cell, ref, equal_var=False).confidence_interval(0.95)
+    assert row["diff_mean"] == pytest.approx((low + high) / 2)
+    assert row["diff_ci95"] == pytest.approx((high - low) / 2)
+    one = {42: FASTER[42], **{s + 1: v for s, v in FASTER.items() if s != 42}}
+    assert _jct_row(_paired_runs(WORKLOAD, one))["test"] == "Welch"
+
+
+def test_nan_values_drop_their_pair_only():
+    """A seed whose metric is undefined (no job of that kind) leaves the other four paired."""
+    gap = {**FASTER, 456: math.nan}
+    row = _jct_row(_paired_runs(WORKLOAD, gap))
+    kept = [s for s in WORKLOAD if s != 456]
+    assert row["test"] == "paired t" and row["n_pairs"] == 4
+    assert row["p_value"] == pytest.approx(
+        st.ttest_rel([gap[s] for s in kept], [WORKLOAD[s] for s in kept]).pvalue)
+    undefined = _jct_row(_paired_runs(WORKLOAD, dict.fromkeys(WORKLOAD, math.nan)))
+    assert undefined["test"] == "paired t" and undefined["n_pairs"] == 0   # seeds decide
+    assert math.isnan(undefined["p_value"]) and math.isnan(undefined["diff_mean"])
+    ref = _paired_runs(WORKLOAD, FASTER)
+    comp = compare(ref, {"base": "SRTF-Est", "detector": "none"})
+    self_row = comp[(comp.cell == "SRTF-Est") & (comp.metric == "jct")].iloc[0]
+    assert math.isnan(self_row["p_value"]) and math.isnan(self_row["p_wilcoxon"])
+    assert self_row["diff_mean"] == 0
+
+
+def test_summary_table_carries_the_test_columns():
+    from evalstop_gym.benchmarks.stats import summary_table
+
+    summ = summary_table(_paired_runs(WORKLOAD, FASTER),
+                         {"reference": {"base": "SRTF-Est", "detector": "none"}}, False)
+    row = summ[(summ.cell == "EvalStop-2+SRTF-Est") & (summ.metric == "jct")].iloc[0]
+    assert row["test_vs_reference"] == "paired t" and row["n_pairs_vs_reference"] == 5
+    assert row["p_value_vs_reference"] == pytest.approx(_jct_row(
+        _paired_runs(WORKLOAD, FASTER))["p_value"])
+    for col in ("p_wilcoxon", "diff_mean", "diff_ci95"):
+        assert not math.isnan(row[f"{col}_vs_reference"])
+
+
+def test_e4_compares_each_combination_with_its_own_base():
+    """configs/e4.yaml's `{detector: none}`: FIFO+EvalStop-2 against FIFO, SJF-Est+EvalStop-2
+    against SJF-Est, ..., as the paper's E4 has it, not every row against FIFO."""
+    from evalstop_gym.experiment import load_experiment
+
+    exp = load_experiment("e4")
+    base_jct = {"FIFO": 2000.0, "SJF-Est": 1500.0, "SRTF-Est": 1200.0, "LossAware": 1300.0}
+    rows = [{"experiment": "e4", "cell": c.key, "label": c.label, "policy": c.policy,
+             "base": c.base, "detector": c.detector, "param": "", "value": math.nan,
+             "seed": s, "jct": base_jct[c.base] * (0.9 if c.detector != "none" else 1.0) + s}
+            for c in exp.cells for s in exp.seeds]
+    comp = compare(pd.DataFrame(rows), exp.reference, exp.is_sweep)
+    jct = comp[comp.metric == "jct"].set_index("cell")
+    mean_seed = sum(exp.seeds) / len(exp.seeds)
+    for base, b in base_jct.items():
+        assert jct.loc[f"{base}+EvalStop-2", "reference"] == base
+        assert jct.loc[f"{base}+EvalStop-2", "delta_pct"] == pytest.approx(
+            100 * 0.1 * b / (b + mean_seed))
+        assert jct.loc[base, "reference"] == base
+    named = compare(pd.DataFrame(rows), {"base": "SRTF-Est", "detector": "none"})
+    assert set(named["reference"]) == {"SRTF-Est"}   # a reference naming its base is kept
