@@ -99,6 +99,7 @@ def draw_noise(summary: pd.DataFrame) -> Figure:
 
 
 def noise_figure(summary: pd.DataFrame, out_dir: Path, stem: str = "beyond_noise") -> list[Path]:
+    """`stem`.{png,pdf}, double column (draw_noise)."""
     return save(draw_noise(summary), out_dir, stem)
 
 
@@ -392,6 +393,7 @@ def draw_corpus(corpus: pd.DataFrame) -> Figure:
 
 
 def corpus_figure(corpus: pd.DataFrame, out_dir: Path, stem: str = "beyond_corpus") -> list[Path]:
+    """`stem`.{png,pdf}, double column (draw_corpus)."""
     return save(draw_corpus(corpus), out_dir, stem)
 
 

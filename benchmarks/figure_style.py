@@ -17,12 +17,15 @@ import re
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import matplotlib as mpl
 from cycler import cycler
 
 from evalstop_gym.policies.registry import BASES
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 SINGLE = 3.5   # in: one column of a two-column IEEE / ACM page
 DOUBLE = 7.0   # in: the full text width (a figure* spanning both columns)
@@ -40,7 +43,7 @@ NA_GID = "n/a"                # gid of the text standing in for an undefined (Na
 FONT_SUBTYPES = frozenset({"Type1", "Type3", "TrueType", "Type0", "CIDFontType0",
                            "CIDFontType2", "MMType1", "OpenType"})
 
-RC: dict[str, Any] = {
+RC: dict[RcKeyType, Any] = {
     "pdf.fonttype": 42,               # TrueType, not Type 3: what IEEE / ACM checks accept
     "ps.fonttype": 42,
     "font.size": 8,                   # 8-9 pt reads at 100% zoom at column width
@@ -77,7 +80,7 @@ def style() -> Any:
 
 def styled(func: F) -> F:
     """Decorate a drawing function so its figure is created in the shared style."""
-    return mpl.rc_context(RC)(func)   # type: ignore[no-any-return]
+    return mpl.rc_context(RC)(func)
 
 
 def family(name: str) -> str | None:
@@ -89,7 +92,7 @@ def family(name: str) -> str | None:
     return re.split(r"[-:]", detector, maxsplit=1)[0]
 
 
-def policy_styles(names: Iterable[str]) -> dict[str, dict[str, str]]:
+def policy_styles(names: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Line kwargs (color, marker, linestyle) per name, one colour per rule family (FAMILIES
     in a fixed order; families not listed take the next slots in order of appearance)."""
     names = list(dict.fromkeys(map(str, names)))
@@ -97,7 +100,7 @@ def policy_styles(names: Iterable[str]) -> dict[str, dict[str, str]]:
     unknown = [f for f in dict.fromkeys(fams) if f is not None and f not in FAMILIES]
     slots = {f: i for i, f in enumerate((*FAMILIES, *unknown))}
     seen: dict[str | None, int] = {}
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, fam in zip(names, fams, strict=True):
         variant = seen[fam] = seen.get(fam, -1) + 1
         if fam is None:

@@ -142,6 +142,7 @@ def draw_fig2(config: SimConfig, seed: int) -> Figure:
 
 
 def fig2(config: SimConfig, seed: int, directory: Path) -> list[Path]:
+    """fig2_proxy_vs_world.{png,pdf}, single column (draw_fig2)."""
     return save(draw_fig2(config, seed), directory, "fig2_proxy_vs_world")
 
 
@@ -179,6 +180,7 @@ def draw_fig3(runs: pd.DataFrame, reference: Reference = None) -> Figure:
 
 
 def fig3(runs: pd.DataFrame, directory: Path, reference: Reference = None) -> list[Path]:
+    """fig3_k_sweep.{png,pdf}, double column (draw_fig3)."""
     return save(draw_fig3(runs, reference), directory, "fig3_k_sweep")
 
 
@@ -201,6 +203,7 @@ def draw_fig4(runs: pd.DataFrame, reference: Reference = None) -> Figure:
 
 
 def fig4(runs: pd.DataFrame, directory: Path, reference: Reference = None) -> list[Path]:
+    """fig4_eval_interval.{png,pdf}, double column (draw_fig4)."""
     return save(draw_fig4(runs, reference), directory, "fig4_eval_interval")
 
 
@@ -227,6 +230,7 @@ def draw_fig5(runs: pd.DataFrame, xlabel: str, identity: bool = False,
 
 def fig5(runs: pd.DataFrame, directory: Path, xlabel: str, name: str,
          identity: bool = False, reference: Reference = None) -> list[Path]:
+    """`name`.{png,pdf}, single column (draw_fig5)."""
     return save(draw_fig5(runs, xlabel, identity, reference), directory, name)
 
 
@@ -303,6 +307,7 @@ def draw_results(runs: pd.DataFrame, name: str, reference: Reference = None) -> 
 
 def results_figure(runs: pd.DataFrame, directory: Path, name: str,
                    reference: Reference = None) -> list[Path]:
+    """results_`name`.{png,pdf}, double column (draw_results)."""
     return save(draw_results(runs, name, reference), directory, f"results_{name}")
 
 
