@@ -40,6 +40,7 @@ FAMILIES = ("EvalStop", "StopAt", "LossPlateau", "Patience", "CUSUM", "BOCPD", "
             "MedianPruner", "TrendTest", "PeerPrior")
 REFERENCE_GID = "reference"   # gid of every artist marking a reference cell (SVG id, tests)
 NA_GID = "n/a"                # gid of the text standing in for an undefined (NaN) bar
+ZERO_GID = "zero"             # gid of the "0" beside a bar of no width (a measured zero)
 FONT_SUBTYPES = frozenset({"Type1", "Type3", "TrueType", "Type0", "CIDFontType0",
                            "CIDFontType2", "MMType1", "OpenType"})
 

@@ -36,6 +36,7 @@ from .figure_style import (  # noqa: E402
     OKABE_ITO,
     REFERENCE_GID,
     SINGLE,
+    ZERO_GID,
     policy_styles,
     style,
     styled,
@@ -252,17 +253,19 @@ def tick_label(cell: str, room: int = TICK_ROOM) -> str:
 
 def result_bars(ax: Axes, means: np.ndarray, half: np.ndarray, colours: list[str],
                 ref_rows: list[int]) -> None:
-    """Horizontal bars with their CIs; a NaN mean gets an "n/a" at the baseline instead of a
-    bar (a measured 0 shows as its bar's edge); reference rows are hatched and their mean is a
-    dashed line across the panel."""
+    """Horizontal bars with their CIs. A bar of 0 has no width, so the baseline says what it
+    is: "0" for a measured zero, "n/a" (and no bar) for a NaN mean, an undefined metric.
+    Reference rows are hatched and their mean is a dashed line across the panel."""
     for i, (m, h, colour) in enumerate(zip(means, half, colours, strict=True)):
+        if np.isnan(m) or m == 0:
+            ax.text(0, i, " n/a" if np.isnan(m) else " 0", va="center", ha="left",
+                    style="italic" if np.isnan(m) else "normal", color="black",
+                    gid=NA_GID if np.isnan(m) else ZERO_GID)
         if np.isnan(m):
-            ax.text(0, i, " n/a", va="center", ha="left", style="italic", color="black",
-                    gid=NA_GID)
             continue
-        ref = i in ref_rows   # the edge also shows a measured 0 as a thin line at the baseline
-        ax.barh(i, m, xerr=h, color=colour, edgecolor="black" if ref else colour,
-                hatch="///" if ref else None, lw=0.8, gid=REFERENCE_GID if ref else None)
+        ref = i in ref_rows
+        ax.barh(i, m, xerr=h, color=colour, edgecolor="black" if ref else "none",
+                hatch="///" if ref else None, lw=0.6, gid=REFERENCE_GID if ref else None)
     for i in ref_rows:
         if not np.isnan(means[i]):
             ax.axvline(means[i], ls="--", lw=0.8, color="black", gid=REFERENCE_GID)
@@ -273,7 +276,8 @@ def draw_results(runs: pd.DataFrame, name: str, reference: Reference = None) -> 
     """Double column (7 in), panels in a 2 x 3 grid: every cell's headline metrics, mean and
     95% CI over seeds, one bar per cell coloured by its stop rule (grey: a base scheduler
     alone); the reference cell is hatched with its mean as a dashed line, and a metric
-    undefined for a cell (precision without stops) reads "n/a" where its bar would start."""
+    undefined for a cell (precision without stops) reads "n/a" where its bar would start
+    (a measured zero reads "0")."""
     names = list(dict.fromkeys(runs["cell"]))
     by = runs["policy"] if "policy" in runs else runs["cell"]
     policy_of = dict(zip(runs["cell"], by, strict=True))
