@@ -21,12 +21,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from evalstop_gym.experiment import load_experiment  # noqa: E402
 
 from .durable import OutputError, write_text  # noqa: E402
 from .duration_leak import duration_leak_table  # noqa: E402
-from .figures import save  # noqa: E402
+from .figure_style import DOUBLE, policy_styles, styled  # noqa: E402
+from .figures import figure_legend, save  # noqa: E402
 from .runner import load_runs  # noqa: E402
 from .stats import improvement, paired_p, welch_p  # noqa: E402
 from .tables import to_markdown  # noqa: E402
@@ -73,25 +75,32 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["noise", "detector", "sigma"]).reset_index(drop=True)
 
 
-def noise_figure(summary: pd.DataFrame, out_dir: Path, stem: str = "beyond_noise") -> list[Path]:
-    """Precision (top) and FPR (bottom) vs sigma, one panel per noise model, one line per rule."""
+@styled
+def draw_noise(summary: pd.DataFrame) -> Figure:
+    """Double column (7 in). Precision (top) and FPR (bottom) vs sigma, one panel per noise
+    model, one line per rule in its report-wide style; the dashed line is the 5% FPR bar."""
     models = [m for m in NOISE_MODELS if m in set(summary["noise"])]
-    fig, axes = plt.subplots(2, len(models), figsize=(4.2 * len(models), 6.4), sharex=True,
-                             sharey="row", squeeze=False)
+    fig, axes = plt.subplots(2, len(models), figsize=(DOUBLE, 4.4), sharex=True, sharey="row",
+                             squeeze=False)
+    styles = policy_styles(summary["detector"].astype(str))
     for col, model in enumerate(models):
         sub = summary[summary["noise"] == model]
         for det, rows in sub.groupby("detector", sort=True, observed=True):
             for row, metric in enumerate(("precision", "fpr")):
-                axes[row, col].plot(rows["sigma"], rows[metric], marker="o", ms=3, label=det)
+                axes[row, col].plot(rows["sigma"], rows[metric], label=det, **styles[str(det)])
         axes[0, col].set_title(NOISE_NAMES.get(model, model))
-        axes[1, col].axhline(FPR_BAR, color="grey", lw=0.8, ls="--")
+        axes[1, col].axhline(FPR_BAR, color="black", lw=0.8, ls="--",
+                             label=f"FPR bar {FPR_BAR:.0%}")
         axes[1, col].set_xlabel("eval noise sigma")
     axes[0, 0].set_ylabel("precision")
     axes[1, 0].set_ylabel("FPR (healthy RLHF)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return save(fig, out_dir, stem, layout=False)
+    figure_legend(fig, axes[1, 0], ncol=4)
+    return fig
+
+
+def noise_figure(summary: pd.DataFrame, out_dir: Path, stem: str = "beyond_noise") -> list[Path]:
+    """`stem`.{png,pdf}, double column (draw_noise)."""
+    return save(draw_noise(summary), out_dir, stem)
 
 
 def _pct(x: float) -> str:
@@ -361,23 +370,31 @@ CORPUS_DETECTORS = ("EvalStop-2", "StopAt-0.65", "LossPlateau", "Patience-3", "C
                     "DeclineTest-0.2")
 
 
-def corpus_figure(corpus: pd.DataFrame, out_dir: Path, stem: str = "beyond_corpus") -> list[Path]:
-    """False stops of the corpus's healthy runs against evals per run, one panel per family."""
+@styled
+def draw_corpus(corpus: pd.DataFrame) -> Figure:
+    """Double column (7 in). False stops of the corpus's healthy runs against evals per run, one
+    panel per family, one line per rule in its report-wide style."""
     families = list(dict.fromkeys(corpus["family"]))
-    fig, axes = plt.subplots(1, len(families), figsize=(4.6 * len(families), 3.6), sharey=True,
+    fig, axes = plt.subplots(1, len(families), figsize=(DOUBLE, 3.3), sharey=True,
                              squeeze=False)
+    styles = policy_styles(corpus["detector"].astype(str))
     for ax, family in zip(axes[0], families, strict=True):
         sub = corpus[corpus["family"] == family]
         for det, rows in sub.groupby("detector", sort=False):
             rows = rows.sort_values("evals")
-            ax.plot(rows["evals"], rows["false_stops"], marker="o", ms=3, label=det)
+            ax.plot(rows["evals"], rows["false_stops"], label=det, **styles[str(det)])
         ticks = sorted(sub["evals"].unique())
-        ax.set(title=f"{family} corpus: healthy runs", xlabel="evals per run",
-               ylabel="false stops", xscale="log", xticks=ticks,
-               xticklabels=[f"{t:g}" for t in ticks])
+        ax.set(title=f"{family} corpus: healthy runs", xlabel="evals per run", xscale="log",
+               xticks=ticks, xticklabels=[f"{t:g}" for t in ticks])
         ax.minorticks_off()
-    axes[0, -1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return save(fig, out_dir, stem)
+    axes[0, 0].set_ylabel("false stops (share of healthy runs)")
+    figure_legend(fig, axes[0, 0], ncol=5)
+    return fig
+
+
+def corpus_figure(corpus: pd.DataFrame, out_dir: Path, stem: str = "beyond_corpus") -> list[Path]:
+    """`stem`.{png,pdf}, double column (draw_corpus)."""
+    return save(draw_corpus(corpus), out_dir, stem)
 
 
 def corpus_markdown(results_dir: Path, figures_dir: Path | None = None,

@@ -133,7 +133,7 @@ def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:
                       directory / "summary.csv")
     md = experiment_markdown(exp.title or exp.name, result.runs, exp.reference, exp.is_sweep)
     durable.write_text(directory / "table.md", md)
-    experiment_figures(exp.name, result.runs, directory, exp.config)   # atomic (figures.save)
+    experiment_figures(exp.name, result.runs, directory, exp.config, exp.reference)  # atomic
     return md
 
 
