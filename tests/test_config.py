@@ -71,3 +71,10 @@ def test_a_platform_is_named_by_experiment_file_or_platform_file():
     assert platform_config(CONFIG_DIR / "gao_faithful.yaml").curves.rlhf_hacking.collapse == (
         1.0, 1.0)
     assert platform_config("defaults") == load_sim_config()
+
+
+def test_a_subnormal_eval_interval_is_refused_in_one_line():
+    """1 / 2e-313 overflows to infinity; the memory check still names the field (found by
+    test_fuzz_inputs: it raised OverflowError)."""
+    with pytest.raises(ConfigError, match=r"^evals.interval: 200 jobs x [\d,]+ check points"):
+        load_sim_config(overrides={"evals.interval": 2.2250738585e-313})

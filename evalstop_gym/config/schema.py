@@ -74,8 +74,9 @@ def _trace_rules(t: TraceConfig) -> tuple[str, str] | None:
 
 
 def checks_per_job(evals: EvalSchedule) -> int:
-    """Check points of one job (evals plus completion), the unit of a run's memory."""
-    return math.ceil(1.0 / evals.interval) + 2
+    """Check points of one job (evals plus completion), the unit of a run's memory (bounded: 1
+    over a subnormal interval overflows to infinity, which has no whole count)."""
+    return math.ceil(min(1.0 / evals.interval, 2.0**63)) + 2
 
 
 def _run_fits_in_memory(c: SimConfig) -> tuple[str, str] | None:
