@@ -31,9 +31,11 @@ from .config import (
     _f,
     allow,
     build,
+    extends_chain,
+    find_config,
     in_file,
     load_sim_config,
-    read_yaml,
+    merged,
 )
 
 PAPER_SEEDS = (42, 123, 456, 789, 1024)  # the paper's five seeds, the default of every experiment
@@ -175,7 +177,7 @@ class SweepSpec(Validated):
 
 @dataclass(frozen=True)
 class ExperimentFile(Validated):
-    """An experiment file as written."""
+    """An experiment file as written (after its `extends` chain is merged)."""
 
     root = True
 
@@ -184,7 +186,9 @@ class ExperimentFile(Validated):
     cells: tuple[CellSpec, ...] = _f(min_items=1, doc="the cells run at every seed")
     title: str = _f("", doc="one line for tables and figures")
     description: str = _f("", doc="free text")
-    platform: str = _f("defaults.yaml", doc="platform file, relative to this file")
+    extends: str = _f("", doc="an experiment this one starts from (beside this file, else "
+                      "packaged, e.g. e2): its keys apply unless given here, overrides merged")
+    platform: str = _f("defaults.yaml", doc="platform file (beside this file, else packaged)")
     overrides: Overrides | None = _f(None, doc="dotted config keys applied to the platform")
     seeds: tuple[int, ...] | None = _f(None, 0, None, min_items=1, distinct=True,
                                        doc="seeds of every cell (default: the paper's five)")
@@ -203,18 +207,21 @@ def experiment_path(name: str | Path) -> Path:
 
 
 def read_experiment(path: Path) -> dict[str, Any]:
-    """The file's data, its name defaulting to its stem and its platform found beside it."""
-    data = read_yaml(path)
+    """The file's data with its `extends` chain merged: a parent's keys apply unless the file
+    gives them, `overrides` merged key by key, `platform` found from the file that names it
+    (beside it, else packaged); the name is always the file's own (default: its stem)."""
+    data = merged(extends_chain(path), files=("platform",), mappings=("overrides",),
+                  own=("name",))
     data.setdefault("name", path.stem)
-    platform = data.setdefault("platform", "defaults.yaml")
-    if isinstance(platform, str) and platform.isprintable():
-        data["platform"] = str(path.parent / platform)
+    if "platform" not in data:
+        data["platform"] = str(find_config("defaults.yaml", path.parent))
     return data
 
 
 def is_experiment(path: Path) -> bool:
-    """Whether a YAML file is an experiment (it has `cells`), not a platform."""
-    return "cells" in read_yaml(path)
+    """Whether a YAML file is an experiment (it or a file it extends has `cells`), not a
+    platform."""
+    return any("cells" in data for _, data in extends_chain(path))
 
 
 def list_experiments() -> list[str]:

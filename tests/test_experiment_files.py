@@ -1,19 +1,24 @@
 """Experiment files: every key checked by the config's own mechanism (one line naming the file, the
-key path and what is allowed)."""
+key path and what is allowed), and a user's file outside the package starting from packaged ones
+(`extends: e2`, `platform: gao_faithful.yaml`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from evalstop_gym.config import ConfigError
+from evalstop_gym.config import ConfigError, load_sim_config
 from evalstop_gym.experiment import (
     CellSpec,
     ExperimentFile,
     SweepSpec,
     load_experiment,
+    platform_config,
 )
 
 CELLS = "cells:\n  - {base: FIFO}\n  - {base: SRTF-Est}\n"
@@ -27,6 +32,7 @@ BAD = {
     "title": ("title: [1]\n" + CELLS, "title: expected printable text, got [1]"),
     "description": ('description: "a\\tb"\n' + CELLS,
                     "description: expected printable text, got 'a\\tb'"),
+    "extends": ("extends: 5\n" + CELLS, "extends: expected a file name, got 5"),
     "platform": ("platform: 5\n" + CELLS, "platform: expected printable text, got 5"),
     "overrides": ("overrides: [1]\n" + CELLS, "overrides: expected a mapping with text keys, "
                                               "got [1]"),
@@ -56,8 +62,8 @@ BAD = {
                         "sweep.overrides: expected a list of 2 mappings, one per value, got 1"),
 }
 MORE = [
-    ("junk: 1\n" + CELLS, "unknown key(s) junk; allowed: cells, description, extra_references, "
-                          "name, overrides, platform, reference, seeds, sweep"),
+    ("junk: 1\n" + CELLS, "unknown key(s) junk; allowed: cells, description, extends, "
+                          "extra_references, name, overrides, platform, reference, seeds, sweep"),
     ("seeds: []\n" + CELLS, "seeds: expected a non-empty list, got []"),
     ("seeds: [3, 3]\n" + CELLS, "seeds: expected a list of distinct values, got [3, 3]"),
     ("seeds: [1.5]\n" + CELLS, "seeds[0]: expected a whole number, got 1.5"),
@@ -67,6 +73,7 @@ MORE = [
      "sweep.overrides[1]: expected a mapping with text keys, got 5"),
     ("sweep: {param: p, values: [1], step: 2}\n" + CELLS,
      "sweep: unknown key(s) step; allowed: overrides, param, values"),
+    ("platform: nothere.yaml\n" + CELLS, "platform: 'nothere.yaml' is neither beside the file"),
 ]
 
 
@@ -100,3 +107,67 @@ def test_the_packaged_experiments_are_valid_under_the_schema():
     assert e6.is_sweep and [c.value for c in e6.cells[:2]] == [0.05, 0.05]
     assert e6.extra_references["default_interval"]["value"] == 0.15
     assert load_experiment("e2").seeds == (42, 123, 456, 789, 1024)
+
+
+# ------------------------------------------------------------------ files outside the package
+
+MINE = ("extends: e2\n"
+        "overrides: {noise.sigma: 0.05}\n"
+        "cells:\n  - {base: SRTF-Est, detector: none}\n"
+        "  - {base: SRTF-Est, detector: EvalStop-3}\n")
+
+
+def test_a_user_experiment_extends_a_packaged_one(tmp_path):
+    path = tmp_path / "mine_e2.yaml"
+    path.write_text(MINE)
+    mine, e2 = load_experiment(path), load_experiment("e2")
+    assert mine.name == "mine_e2" and mine.seeds == e2.seeds and mine.reference == e2.reference
+    assert [c.policy for c in mine.cells] == ["SRTF-Est", "EvalStop-3+SRTF-Est"]
+    assert mine.config == e2.config.with_overrides({"noise.sigma": 0.05})
+    assert mine.config.cluster.gpus == 64 and mine.title == e2.title
+
+
+def test_a_file_beside_wins_over_the_packaged_one_of_that_name(tmp_path):
+    (tmp_path / "e2.yaml").write_text("name: e2\nplatform: defaults.yaml\nseeds: [7]\n" + CELLS)
+    (tmp_path / "mine.yaml").write_text("extends: e2\n")
+    mine = load_experiment(tmp_path / "mine.yaml")
+    assert mine.seeds == (7,) and [c.policy for c in mine.cells] == ["FIFO", "SRTF-Est"]
+
+
+def test_platform_names_resolve_from_the_package(tmp_path):
+    path = tmp_path / "gao.yaml"
+    path.write_text("platform: gao_faithful.yaml\n" + CELLS)
+    assert load_experiment(path).config.curves.rlhf_hacking.collapse == (1.0, 1.0)
+    platform = tmp_path / "plat.yaml"
+    platform.write_text("extends: defaults\noverrides: {noise.sigma: 0.07}\n")
+    assert load_sim_config(platform) == load_sim_config().with_overrides({"noise.sigma": 0.07})
+
+
+def test_an_experiment_without_cells_of_its_own_is_still_an_experiment(tmp_path):
+    path = tmp_path / "sigma.yaml"
+    path.write_text("extends: e2\noverrides: {noise.sigma: 0.05}\n")
+    assert platform_config(path) == load_experiment("e2").config.with_overrides(
+        {"noise.sigma": 0.05})
+
+
+def test_a_name_found_nowhere_is_one_line_naming_both_places(tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text("extends: e99\n")
+    message = one_line_error(path)
+    assert message.startswith(f"x.yaml: extends: 'e99' is neither beside the file "
+                              f"({tmp_path / 'e99.yaml'}) nor a packaged config (one of ")
+    assert "e2.yaml" in message and "defaults.yaml" in message
+
+
+def test_the_cli_runs_a_user_experiment_from_another_folder(tmp_path):
+    """The issue's case: `evalstop-bench run mine_e2.yaml` where the file stands alone."""
+    path = tmp_path / "mine_e2.yaml"
+    path.write_text(MINE)
+    bench = Path(sys.executable).parent / "evalstop-bench"
+    done = subprocess.run([str(bench), "run", str(path), "--seeds", "42", "--set",
+                           "workload.n_jobs=20", "--out", str(tmp_path / "out")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "MPLBACKEND": "Agg"}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "EvalStop-3+SRTF-Est" in done.stdout
+    assert list((tmp_path / "out").glob("mine_e2*/table.md"))   # its own folder, not e2's

@@ -10,8 +10,10 @@ and the allowed range. Every name is importable from here.
 from .loading import (
     CONFIG_DIR,
     extends_chain,
+    find_config,
     in_file,
     load_sim_config,
+    merged,
     parse_yaml,
     read_yaml,
 )
@@ -74,6 +76,6 @@ __all__ = [
     "HackingCurve", "IntRange", "JobTypeConfig", "JobTypes", "LossCurve", "MetricsConfig", "Mix",
     "NoiseConfig", "Range", "RewardConfig", "Rule", "SaturatingCurve", "SimConfig",
     "TraceConfig", "Validated", "WorkloadConfig", "_Cap", "_f", "allow", "apply_overrides", "build",
-    "check_feasible", "checks_per_job", "extends_chain", "in_file",
-    "load_sim_config", "parse_yaml", "read_yaml", "to_dict", "validate",
+    "check_feasible", "checks_per_job", "extends_chain", "find_config", "in_file",
+    "load_sim_config", "merged", "parse_yaml", "read_yaml", "to_dict", "validate",
 ]

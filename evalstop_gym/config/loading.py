@@ -1,13 +1,18 @@
-"""Configuration files: strict YAML and `extends` chains; platform files build a `SimConfig`.
+"""Configuration files: strict YAML, `extends` chains, and names resolved beside a file or from
+the package.
 
-A file names another (`extends: other.yaml`) relative to itself.
+A file names another (`extends: e2`, `platform: defaults.yaml`) relative to itself; a name not
+found there is the packaged file of that name, so a user's file outside the repository can start
+from a packaged one. Platform files build a `SimConfig`; experiment files are merged here and
+built by evalstop_gym.experiment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -78,6 +83,20 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def find_config(name: str, beside: Path) -> Path:
+    """The YAML file that `name` (a key's value, e.g. `extends` or `platform`) refers to: the
+    file beside `beside`, else the packaged one; ".yaml" is added to a name without a suffix."""
+    file = name if Path(name).suffix in (".yaml", ".yml") else f"{name}.yaml"
+    here = beside / file
+    if os.path.isfile(here) or Path(file).is_absolute():   # isfile: False on any OS error
+        return here
+    if os.path.isfile(CONFIG_DIR / file):
+        return CONFIG_DIR / file
+    known = ", ".join(p.name for p in sorted(CONFIG_DIR.glob("*.yaml")))
+    raise ConfigError(f"{name!r} is neither beside the file ({here}) nor a packaged config "
+                      f"(one of {known})")
+
+
 def extends_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Each file of `path`'s `extends` chain with its data, the root first (cycles refused)."""
     chain: list[tuple[Path, dict[str, Any]]] = []
@@ -95,15 +114,36 @@ def extends_chain(path: Path) -> list[tuple[Path, dict[str, Any]]]:
         parent = data["extends"]
         if not isinstance(parent, str) or not parent or not parent.isprintable():
             raise ConfigError(f"{path.name}: extends: expected a file name, got {parent!r}")
-        path = path.parent / parent
+        path = in_file(f"{path.name}: extends", partial(find_config, parent, path.parent))
+
+
+def merged(chain: Sequence[tuple[Path, Mapping[str, Any]]], files: tuple[str, ...] = (),
+           mappings: tuple[str, ...] = (), own: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One mapping from an `extends` chain (root first): a later file's key replaces an
+    earlier one's, except `mappings` (merged key by key, the later file's keys applied last),
+    `files` (names made paths, found from the file that gives them) and `own` (never
+    inherited: the last file's alone)."""
+    out: dict[str, Any] = {}
+    for i, (path, data) in enumerate(chain):
+        for key, value in data.items():
+            if key == "extends" or (key in own and i < len(chain) - 1):
+                continue
+            if key in files and isinstance(value, str) and value and value.isprintable():
+                value = str(in_file(f"{path.name}: {key}",
+                                     partial(find_config, value, path.parent)))
+            old = out.get(key)
+            if key in mappings and isinstance(old, Mapping) and isinstance(value, Mapping):
+                value = {**{k: v for k, v in old.items() if k not in value}, **value}
+            out[key] = value
+    return out
 
 
 def load_sim_config(path: Path | str | None = None,
                     overrides: Mapping[str, Any] | None = None) -> SimConfig:
     """Load a platform config YAML (default: configs/defaults.yaml) with dotted overrides.
 
-    A platform file may start from another with `extends: other.yaml` (relative to itself) and
-    then give only the dotted keys it changes under `overrides:`.
+    A platform file may start from another with `extends: other.yaml` (beside itself, else the
+    packaged one) and then give only the dotted keys it changes under `overrides:`.
     """
     path = Path(path) if path is not None else CONFIG_DIR / "defaults.yaml"
     config = _platform(path)
