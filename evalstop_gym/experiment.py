@@ -11,6 +11,13 @@ x-coordinate (E5's k) without touching the config.
 Reference cells: `reference` is a mapping of cell fields (base, detector, label, value). In a
 sweep experiment a reference without `value` is matched at the same sweep value as the cell it
 is compared with. `extra_references` names further comparisons (E6: against the 15% row).
+
+A file anywhere may start from another with `extends: e2`: the parent's keys apply unless the
+file gives them (its `overrides` are merged, its name is never inherited). Names in `extends` and
+`platform` are files beside the file that gives them, else the packaged ones.
+
+The file's keys are declared as the platform's fields are (`ExperimentFile`, with `_f`), so the
+config's one validation mechanism checks both.
 """
 
 from __future__ import annotations
