@@ -13,6 +13,13 @@ sweep experiment a reference without `value` is matched at the same sweep value 
 is compared with; a reference naming neither `base` nor `label` is matched on the cell's own base
 (E4: each combination against its base alone). `extra_references` names further comparisons (E6:
 against the 15% row).
+
+A file anywhere may start from another with `extends: e2`: the parent's keys apply unless the
+file gives them (its `overrides` are merged, its name is never inherited). Names in `extends` and
+`platform` are files beside the file that gives them, else the packaged ones.
+
+The file's keys are declared as the platform's fields are (`ExperimentFile`, with `_f`), so the
+config's one validation mechanism checks both.
 """
 
 from __future__ import annotations
@@ -20,18 +27,29 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from . import config as cfg
-from .config import CONFIG_DIR, ConfigError, SimConfig, load_sim_config, read_yaml
+from .config import (
+    CONFIG_DIR,
+    ConfigError,
+    SimConfig,
+    Validated,
+    _f,
+    allow,
+    build,
+    extends_chain,
+    find_config,
+    in_file,
+    load_sim_config,
+    merged,
+)
 
-EXPERIMENT_KEYS = {"name", "title", "platform", "overrides", "seeds", "reference", "cells",
-                   "sweep", "description", "extra_references"}
 PAPER_SEEDS = (42, 123, 456, 789, 1024)  # the paper's five seeds, the default of every experiment
-CELL_KEYS = {"base", "detector", "label", "overrides", "param", "value"}
-REFERENCE_KEYS = {"base", "detector", "label", "value"}
-SWEEP_KEYS = {"param", "values", "overrides"}
+REFERENCE_KEYS = ("base", "detector", "label", "value")
+SAFE_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.+=-]*")   # one plain path part
 
 
 def split_policy(spec: str) -> tuple[str, str]:
@@ -125,6 +143,71 @@ class Experiment:
         return self
 
 
+# ------------------------------------------------------------------ the file's schema
+# What an experiment file may hold, declared as the platform's fields are (evalstop_gym.config):
+# each key's type and allowed values, so one mechanism checks both and every message names the
+# file, the key path and what is allowed.
+
+Scalar = int | float | str | None   # a swept value or an x-coordinate
+Overrides = Mapping[str, Any]        # dotted config keys to values, checked by the platform
+Reference = Annotated[Mapping[str, Scalar], allow(keys=REFERENCE_KEYS)]
+
+
+@dataclass(frozen=True)
+class CellSpec(Validated):
+    """One entry of `cells`: a base scheduler, optionally a detector, a label and overrides."""
+
+    base: str = _f(doc="base scheduler, e.g. SRTF-Est")
+    detector: str = _f("none", doc="stop detector, e.g. EvalStop-2; none: the base alone")
+    label: str = _f("", doc="the cell's name in tables (default: its policy)")
+    overrides: Overrides = _f(factory=dict, doc="dotted config keys for this cell alone")
+    param: str = _f("", doc="name of the cell's x-coordinate (e.g. E5's k); sets no config")
+    value: Scalar = _f(None, doc="the cell's x-coordinate")
+
+
+def _one_mapping_per_value(s: SweepSpec) -> tuple[str, str] | None:
+    if s.overrides is None or len(s.overrides) == len(s.values):
+        return None
+    return "overrides", (f"expected a list of {len(s.values)} mappings, one per value, got "
+                         f"{len(s.overrides)}")
+
+
+@dataclass(frozen=True)
+class SweepSpec(Validated):
+    """`sweep`: every cell at each value of one config parameter (or of one named quantity,
+    with one set of overrides per value)."""
+
+    rules = (_one_mapping_per_value,)
+
+    param: str = _f(doc="the dotted config key swept (with `overrides`: only its name)")
+    values: tuple[Scalar, ...] = _f(min_items=1, doc="the values, in table order")
+    overrides: tuple[Overrides, ...] | None = _f(None, doc="one mapping of dotted keys per value")
+
+
+@dataclass(frozen=True)
+class ExperimentFile(Validated):
+    """An experiment file as written (after its `extends` chain is merged)."""
+
+    root = True
+
+    name: str = _f(pattern=SAFE_NAME, pattern_doc="a plain folder name (letters, digits and "
+                   "_ . + = -, no '..'); it names the output folder under --out")
+    cells: tuple[CellSpec, ...] = _f(min_items=1, doc="the cells run at every seed")
+    title: str = _f("", doc="one line for tables and figures")
+    description: str = _f("", doc="free text")
+    extends: str = _f("", doc="an experiment this one starts from (beside this file, else "
+                      "packaged, e.g. e2): its keys apply unless given here, overrides merged")
+    platform: str = _f("defaults.yaml", doc="platform file (beside this file, else packaged)")
+    overrides: Overrides | None = _f(None, doc="dotted config keys applied to the platform")
+    seeds: tuple[int, ...] | None = _f(None, 0, None, min_items=1, distinct=True,
+                                       doc="seeds of every cell (default: the paper's five)")
+    reference: Reference | None = _f(None, doc="the cell significance tests compare against")
+    extra_references: Mapping[str, Reference] | None = _f(None, doc="further named references")
+    sweep: SweepSpec | None = _f(None, doc="one config parameter crossed with every cell")
+
+
+# ------------------------------------------------------------------ loading
+
 def experiment_path(name: str | Path) -> Path:
     path = Path(name)
     if path.suffix in (".yaml", ".yml"):
@@ -132,13 +215,27 @@ def experiment_path(name: str | Path) -> Path:
     return CONFIG_DIR / f"{name}.yaml"
 
 
+def read_experiment(path: Path) -> dict[str, Any]:
+    """The file's data with its `extends` chain merged: a parent's keys apply unless the file
+    gives them, `overrides` merged key by key, `platform` found from the file that names it
+    (beside it, else packaged); the name is always the file's own (default: its stem)."""
+    data = merged(extends_chain(path), files=("platform",), mappings=("overrides",),
+                  own=("name",))
+    data.setdefault("name", path.stem)
+    if "platform" not in data:
+        data["platform"] = str(find_config("defaults.yaml", path.parent))
+    return data
+
+
+def is_experiment(path: Path) -> bool:
+    """Whether a YAML file is an experiment (it or a file it extends has `cells`), not a
+    platform."""
+    return any("cells" in data for _, data in extends_chain(path))
+
+
 def list_experiments() -> list[str]:
     """Names of the experiment files in configs/ (every YAML with `cells`)."""
-    names = []
-    for path in sorted(CONFIG_DIR.glob("*.yaml")):
-        if "cells" in read_yaml(path):
-            names.append(path.stem)
-    return names
+    return [path.stem for path in sorted(CONFIG_DIR.glob("*.yaml")) if is_experiment(path)]
 
 
 def load_experiment(name: str | Path) -> Experiment:
@@ -146,28 +243,18 @@ def load_experiment(name: str | Path) -> Experiment:
     if not path.exists():
         known = ", ".join(list_experiments())
         raise ConfigError(f"experiment {str(name)!r}: no file {path}; known: {known}")
-    data = read_yaml(path)
     where = path.name
-    unknown = sorted(set(data) - EXPERIMENT_KEYS, key=str)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; allowed: "
-                          f"{', '.join(sorted(EXPERIMENT_KEYS))}")
-    for key in ("title", "description"):
-        _text(where, key, data.get(key, ""))
-    platform = path.parent / _text(where, "platform", data.get("platform", "defaults.yaml"))
-    overrides = _mapping(where, "overrides", data.get("overrides"))
-    try:
-        config = load_sim_config(platform, overrides)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    extra = _mapping(where, "extra_references", data.get("extra_references"))
-    exp = Experiment(name=_folder_name(where, data.get("name", path.stem)),
-                     title=data.get("title", ""), config=config,
-                     seeds=_seeds(where, data.get("seeds")), cells=tuple(_cells(where, data)),
-                     reference=_reference(where, "reference", data.get("reference")),
-                     extra_references={k: _reference(where, f"extra_references.{k}", v)
-                                       for k, v in extra.items()},
-                     is_sweep=bool(data.get("sweep")))
+    spec: ExperimentFile = in_file(where, partial(build, ExperimentFile, read_experiment(path),
+                                              root=""))
+    config = in_file(where, partial(load_sim_config, Path(spec.platform), spec.overrides or {}))
+    cells = [Cell(c.base, c.detector, c.label, c.overrides, c.param, c.value, sets_config=False)
+             for c in spec.cells]
+    exp = Experiment(name=spec.name, title=spec.title, config=config,
+                     seeds=spec.seeds or PAPER_SEEDS,
+                     cells=tuple(_swept(cells, spec.sweep) if spec.sweep else cells),
+                     reference=spec.reference or {},
+                     extra_references=spec.extra_references or {},
+                     is_sweep=spec.sweep is not None)
     named = {"reference": exp.reference,
              **{f"extra_references.{k}": v for k, v in exp.extra_references.items()}}
     for label, ref in named.items():
@@ -177,105 +264,12 @@ def load_experiment(name: str | Path) -> Experiment:
     return exp.checked()
 
 
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=-]*")
-
-
-def _folder_name(where: str, raw: Any) -> str:
-    """The experiment's name, which is its output folder under --out: one plain path part."""
-    if not isinstance(raw, str) or not SAFE_NAME.fullmatch(raw) or ".." in raw:
-        raise ConfigError(f"{where}: name: {raw!r} is not a plain folder name (letters, digits "
-                          f"and _ . + = -, no '..'); it names the output folder under --out")
-    return raw
-
-
-def _text(where: str, key: str, raw: Any) -> str:
-    if not isinstance(raw, str) or not raw.isprintable():
-        raise ConfigError(f"{where}: {key}: expected printable text, got {raw!r}")
-    return raw
-
-
-def _mapping(where: str, key: str, raw: Any) -> dict[str, Any]:
-    """A mapping with text keys (None: empty)."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
-        raise ConfigError(f"{where}: {key}: expected a mapping with text keys, got {raw!r}")
-    return dict(raw)
-
-
-def _scalar_value(where: str, key: str, raw: Any) -> Any:
-    if raw is not None and not isinstance(raw, (str, int, float)):
-        raise ConfigError(f"{where}: {key}: expected a number, text or nothing, got {raw!r}")
-    return raw
-
-
-def _seeds(where: str, raw: Any) -> tuple[int, ...]:
-    if raw is None:
-        return PAPER_SEEDS
-    if not isinstance(raw, list) or not raw or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw) \
-            or len(set(raw)) != len(raw):
-        raise ConfigError(f"{where}: seeds: expected a non-empty list of distinct whole numbers "
-                          f">= 0, got {raw!r}")
-    return tuple(raw)
-
-
-def _reference(where: str, name: str, raw: Any) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping) or set(raw) - REFERENCE_KEYS:
-        raise ConfigError(f"{where}: {name}: expected a mapping with keys among "
-                          f"{', '.join(sorted(REFERENCE_KEYS))}, got {raw!r}")
-    return {k: _scalar_value(where, f"{name}.{k}", v) for k, v in raw.items()}
-
-
-def _cells(where: str, data: Mapping[str, Any]) -> list[Cell]:
-    raw = data.get("cells")
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{where}: cells: expected a non-empty list")
-    cells = [_cell(where, f"cells[{i}]", item) for i, item in enumerate(raw)]
-    sweep = data.get("sweep")
-    return _swept(where, cells, sweep) if sweep is not None else cells
-
-
-def _cell(where: str, name: str, item: Any) -> Cell:
-    if not isinstance(item, Mapping):
-        raise ConfigError(f"{where}: {name}: expected a mapping with at least 'base', "
-                          f"got {item!r}")
-    unknown = sorted(set(item) - CELL_KEYS, key=str)
-    if unknown:
-        raise ConfigError(f"{where}: {name}: unknown key(s) {', '.join(map(str, unknown))}; "
-                          f"allowed: {', '.join(sorted(CELL_KEYS))}")
-    if "base" not in item:
-        raise ConfigError(f"{where}: {name}: missing 'base'")
-    text = {k: _text(where, f"{name}.{k}", item.get(k, d))
-            for k, d in (("base", ""), ("detector", "none"), ("label", ""), ("param", ""))}
-    return Cell(**text, overrides=_mapping(where, f"{name}.overrides", item.get("overrides")),
-                value=_scalar_value(where, f"{name}.value", item.get("value")),
-                sets_config=False)
-
-
-def _swept(where: str, cells: list[Cell], sweep: Any) -> list[Cell]:
+def _swept(cells: list[Cell], sweep: SweepSpec) -> list[Cell]:
     """Every cell at every sweep value, value-major (the order tables and figures use)."""
-    if not isinstance(sweep, Mapping) or not {"param", "values"} <= set(sweep) \
-            or set(sweep) - SWEEP_KEYS:
-        raise ConfigError(f"{where}: sweep: expected a mapping with 'param', 'values' and "
-                          f"optionally 'overrides' (one mapping per value)")
-    param = _text(where, "sweep.param", sweep["param"])
-    values = sweep["values"]
-    if not isinstance(values, list) or not values:
-        raise ConfigError(f"{where}: sweep.values: expected a non-empty list, got {values!r}")
-    values = [_scalar_value(where, f"sweep.values[{i}]", v) for i, v in enumerate(values)]
-    per_value = sweep.get("overrides")
-    if per_value is not None and (not isinstance(per_value, list)
-                                  or len(per_value) != len(values)):
-        raise ConfigError(f"{where}: sweep.overrides: expected a list of {len(values)} "
-                          f"mappings, one per value")
-    extras = [_mapping(where, f"sweep.overrides[{i}]", o)
-              for i, o in enumerate(per_value or [{}] * len(values))]
-    return [Cell(c.base, c.detector, c.label, {**c.overrides, **extra}, param, v,
-                 sets_config=per_value is None)
-            for v, extra in zip(values, extras, strict=True) for c in cells]
+    extras = sweep.overrides or ({},) * len(sweep.values)
+    return [Cell(c.base, c.detector, c.label, {**c.overrides, **extra}, sweep.param, v,
+                 sets_config=sweep.overrides is None)
+            for v, extra in zip(sweep.values, extras, strict=True) for c in cells]
 
 
 def platform_config(config: str | Path | SimConfig) -> SimConfig:
@@ -286,6 +280,6 @@ def platform_config(config: str | Path | SimConfig) -> SimConfig:
     if str(config) == "defaults":
         return load_sim_config()
     path = experiment_path(config)
-    if path.exists() and "cells" not in read_yaml(path):
+    if path.exists() and not is_experiment(path):
         return load_sim_config(path)
     return load_experiment(config).config

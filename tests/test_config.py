@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from evalstop_gym.config import CONFIG_DIR, ConfigError, load_sim_config
@@ -71,3 +76,53 @@ def test_a_platform_is_named_by_experiment_file_or_platform_file():
     assert platform_config(CONFIG_DIR / "gao_faithful.yaml").curves.rlhf_hacking.collapse == (
         1.0, 1.0)
     assert platform_config("defaults") == load_sim_config()
+
+
+def test_a_subnormal_eval_interval_is_refused_in_one_line():
+    """1 / 2e-313 overflows to infinity; the memory check still names the field (found by
+    test_fuzz_inputs: it raised OverflowError)."""
+    with pytest.raises(ConfigError, match=r"^evals.interval: 200 jobs x [\d,]+ check points"):
+        load_sim_config(overrides={"evals.interval": 2.2250738585e-313})
+
+
+
+# A run's digest as the runner computes it, and the config's part of it, in a fresh process.
+DIGEST = """
+import hashlib, json, evalstop_gym
+from evalstop_gym.benchmarks import runner
+from evalstop_gym.config import CONFIG_DIR, to_dict
+from evalstop_gym.experiment import load_experiment
+spec = runner.specs(load_experiment("e2"), seeds=[42])[1]
+blob = json.dumps(to_dict(spec.config), sort_keys=True, default=str)
+print(json.dumps({"package": evalstop_gym.__file__, "configs": str(CONFIG_DIR),
+                  "config": hashlib.sha256(blob.encode()).hexdigest(), "digest": spec.digest}))
+"""
+
+
+@pytest.fixture(scope="module")
+def digests(tmp_path_factory):
+    """e2's first seed's EvalStop-2 run, planned from the checkout (editable) and from the
+    package laid out as a wheel installs it (policies/, benchmarks/, configs/ inside)."""
+    from installed_layout import installed_layout
+
+    wheel = installed_layout(tmp_path_factory.mktemp("wheel"))
+    out = {}
+    for name, path in (("editable", ""), ("wheel", str(wheel))):
+        env = {**os.environ, "PYTHONPATH": path}
+        done = subprocess.run([sys.executable, "-c", DIGEST], cwd=tmp_path_factory.mktemp(name),
+                              env=env, capture_output=True, text=True, timeout=300, check=True)
+        out[name] = json.loads(done.stdout)
+    assert out["wheel"]["package"].startswith(str(wheel))        # the layouts really differ
+    assert out["editable"]["configs"] != out["wheel"]["configs"]
+    return out
+
+
+def test_the_config_enters_a_run_digest_the_same_under_a_wheel(digests):
+    """No install path (CONFIG_DIR, a platform file's place) is part of the config."""
+    assert digests["editable"]["config"] == digests["wheel"]["config"]
+
+
+@pytest.mark.xfail(strict=True, reason="benchmarks/runner.py code_digest hashes every *.py under "
+                   "evalstop_gym/, which in a wheel also holds policies/ and benchmarks/")
+def test_a_run_digest_is_the_same_under_an_editable_install_and_a_wheel(digests):
+    assert digests["editable"]["digest"] == digests["wheel"]["digest"]

@@ -67,7 +67,7 @@ def test_every_config_dataclass_validates_itself():
     """A section added without the Validated base would escape every check."""
     classes = [obj for obj in vars(config_module).values()
                if isinstance(obj, type) and dataclasses.is_dataclass(obj)
-               and obj.__module__ == config_module.__name__]
+               and obj.__module__.startswith(f"{config_module.__name__}.")]
     assert len(classes) >= 15
     assert all(issubclass(cls, Validated) for cls in classes), \
         [c.__name__ for c in classes if not issubclass(c, Validated)]
@@ -169,7 +169,8 @@ CELLS = "cells:\n  - {base: FIFO}\n  - {base: SRTF-Est}\n"
     (PLATFORM + "cells:\n  - {base: [FIFO]}\n", r"^x.yaml: cells\[0\].base: expected printable"),
     (PLATFORM + "sweep: {param: noise.sigma, values: 5}\n" + CELLS,
      r"^x.yaml: sweep.values: expected a non-empty list, got 5$"),
-    (PLATFORM + "sweep: [1]\n" + CELLS, r"^x.yaml: sweep: expected a mapping with 'param'"),
+    (PLATFORM + "sweep: [1]\n" + CELLS,
+     r"^x.yaml: sweep: expected a mapping with at least 'param', 'values'"),
     (PLATFORM + "sweep: {param: noise.sigma, values: [0.1, [2]]}\n" + CELLS,
      r"^x.yaml: sweep.values\[1\]: expected a number, text or nothing"),
     (PLATFORM + "sweep: {param: p, values: [1], overrides: [5]}\n" + CELLS,
