@@ -38,6 +38,7 @@ from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
 from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.policies import make_policy
+from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.private_seeds import SeedSecret, check_private_config, seal_output
 from evalstop_gym.simulate import simulate
 
@@ -80,6 +81,7 @@ class RunOptions(NamedTuple):
     isolated: bool = False      # each policy in a process of its own (`simulate(isolated=True)`)
     timeout: float | None = None   # seconds per isolated decision (None: the default, 30)
     private_seeds: SeedSecret | None = None   # salts workload seeds: results differ, see digest
+    imports: tuple[str, ...] = ()   # --import: user modules each worker imports first (absolute)
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -133,7 +135,8 @@ def _value(v: Any) -> Any:
 def run_one(spec: RunSpec) -> dict[str, Any]:
     """Simulate one run; returns the run-file payload (row, job records, digest)."""
     start = time.perf_counter()
-    engine, isolated, timeout, secret = spec.options
+    engine, isolated, timeout, secret, imports = spec.options
+    import_user_modules(imports)   # a worker registers the user's names before building
     if isolated:   # the policy decides in its own process, from serialised views
         extra: dict[str, Any] = {k: v for k, v in (("timeout", timeout),
                                                    ("private_seeds", secret)) if v}

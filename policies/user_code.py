@@ -1,0 +1,189 @@
+"""A user's own code by path or module name: `--import mine.py`, `--policy mine.py:SlopeStop-3`.
+
+A file is imported under a module name that holds its content hash, so an edited file is
+imported afresh even by a worker process that imported the old one (loky reuses its workers),
+and a module imported by name is reloaded when its file changed. `source_digest` hashes the bytes
+of every file a user module was built from (its own and the helpers it imported from its folder),
+which is what the runs' cache key needs: edit the file and every run that used it is stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+MODEL_PREFIX = "model:"   # not user code: a saved SB3 model (policies.learned)
+MODULE_PREFIX = "evalstop_user_"
+EXPECTED = ("expected a Python file (path/to/mine.py) or an importable module "
+            "(package.module)")
+_SOURCES: dict[str, tuple[Path, ...]] = {}   # ref -> the files importing it read
+_HASHES: dict[str, str] = {}                 # module name -> digest of its file when imported
+_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
+class UserCodeError(ValueError):
+    """A user module or name that cannot be imported or built (one line, no traceback)."""
+
+
+def is_user_ref(name: str) -> bool:
+    """Whether a policy name reads `target:Name[-args]` (a file or module, then a name)."""
+    target, sep, attr = name.rpartition(":")
+    return bool(sep and target and attr) and not name.startswith(MODEL_PREFIX)
+
+
+def is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or "/" in ref or os.sep in ref
+
+
+def _hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def import_user_code(ref: str) -> ModuleType:
+    """The module `ref` names, a file path or a dotted module name, imported (once per content).
+
+    Raises UserCodeError in one line saying what was expected."""
+    ref = ref.strip()
+    if not ref:
+        raise UserCodeError(f"empty name; {EXPECTED}")
+    return _import_file(ref) if is_file_ref(ref) else _import_module(ref)
+
+
+def _import_file(ref: str) -> ModuleType:
+    path = Path(ref).expanduser()
+    if not path.is_file():
+        state = "is not a file" if path.exists() else "does not exist"
+        raise UserCodeError(f"{ref} {state}; {EXPECTED}")
+    if path.suffix != ".py":
+        raise UserCodeError(f"{ref} is not a .py file; {EXPECTED}")
+    path = path.resolve()
+    digest = _hash(path)
+    name = f"{MODULE_PREFIX}{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None   # a .py file always has a loader
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.parent)
+    if folder not in sys.path:   # its own helpers import as they would in a script
+        sys.path.append(folder)
+    before = set(sys.modules)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise UserCodeError(f"{ref}: importing it raised {_one_line(exc)}") from None
+    _SOURCES[str(path)] = (path, *_new_files(before, path.parent))
+    return module
+
+
+def _import_module(ref: str) -> ModuleType:
+    if not all(part.isidentifier() for part in ref.split(".")):
+        raise UserCodeError(f"{ref!r} is neither a .py file nor a module name; {EXPECTED}")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:   # as `python -m` would find it
+        sys.path.append(cwd)
+    before = set(sys.modules)
+    try:
+        module = importlib.import_module(ref)
+        file = getattr(module, "__file__", None)
+        if file and ref in _HASHES and _HASHES[ref] != _hash(Path(file)):
+            module = importlib.reload(module)   # edited since this process imported it
+    except ModuleNotFoundError as exc:
+        if exc.name and (ref == exc.name or ref.startswith(f"{exc.name}.")):
+            raise UserCodeError(f"no module named {ref!r}; {EXPECTED}") from None
+        raise UserCodeError(f"{ref}: importing it raised {_one_line(exc)}") from None
+    except Exception as exc:
+        raise UserCodeError(f"{ref}: importing it raised {_one_line(exc)}") from None
+    file = getattr(module, "__file__", None)
+    if file:
+        path = Path(file).resolve()
+        _HASHES[ref] = _hash(path)
+        top = sys.modules[ref.split(".")[0]]
+        root = Path(str(getattr(top, "__file__", None) or path)).resolve().parent
+        _SOURCES[ref] = (path, *_new_files(before, root))
+    return module
+
+
+def _new_files(before: set[str], root: Path) -> list[Path]:
+    """Files of the modules imported since `before` that live under `root` (the user's own)."""
+    out = []
+    for name in sorted(set(sys.modules) - before):
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file and Path(file).suffix == ".py":
+            path = Path(file).resolve()
+            if path.is_relative_to(root):
+                out.append(path)
+    return out
+
+
+def source_files(ref: str) -> tuple[Path, ...]:
+    """The files the user module `ref` was built from (imported first when it was not)."""
+    key = str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
+    if key not in _SOURCES:
+        import_user_code(ref)
+    return _SOURCES.get(key, ())
+
+
+def source_digest(refs: Iterable[str]) -> str:
+    """Hash of the bytes of every file the user modules `refs` come from ('' for none)."""
+    refs = sorted(set(refs))
+    if not refs:
+        return ""
+    h = hashlib.sha256()
+    for ref in refs:
+        h.update(ref.encode())
+        for path in source_files(ref):
+            h.update(str(path).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def user_target(name: str) -> str | None:
+    """The file or module of a `target:Name[-args]` policy name, else None."""
+    return name.rpartition(":")[0] if is_user_ref(name) else None
+
+
+def _argument(text: str) -> Any:
+    """'3' -> 3, '0.02' -> 0.02, 'best' -> 'best': a name's dash-separated arguments."""
+    if _NUMBER.fullmatch(text):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def build_user_object(name: str) -> Any:
+    """`target:Name-a-b` -> `Name(a, b)` from the module `target` (arguments as numbers where
+    they read as numbers), for a class or a factory alike."""
+    target, _, rest = name.rpartition(":")
+    attr, *texts = rest.split("-")
+    if not attr.isidentifier():
+        raise UserCodeError(f"{attr!r} is not a Python name; expected "
+                            f"{target}:Name[-arg...], e.g. {target}:SlopeStop-3-0.02")
+    module = import_user_code(target)
+    obj = getattr(module, attr, None)
+    if not callable(obj):
+        what = "defines no" if obj is None else "has a non-callable"
+        raise UserCodeError(f"{target} {what} {attr!r}; expected a Detector or BaseScheduler "
+                            "class, or a factory, defined in it")
+    args = [_argument(t) for t in texts]
+    try:
+        return obj(*args)
+    except Exception as exc:
+        call = f"{attr}({', '.join(map(repr, args))})"
+        raise UserCodeError(f"{call} raised {_one_line(exc)}") from None
