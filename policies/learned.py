@@ -18,6 +18,19 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, stop
 
+NORMALISER = "vecnormalize.pkl"   # rl-baselines3-zoo's name, in a folder named after the model
+
+
+def normaliser_path(model_path: str | Path) -> Path:
+    """Where a model's normaliser lives: `DIR/NAME/vecnormalize.pkl` for `DIR/NAME.zip`."""
+    path = Path(model_path)
+    return path.parent / path.stem / NORMALISER
+
+
+def model_files(model_path: str | Path) -> list[Path]:
+    """The files a `model:` detector is built from (the model, and its normaliser if saved)."""
+    return [p for p in (Path(model_path), normaliser_path(model_path)) if p.is_file()]
+
 
 def load_sb3_model(path: str | Path) -> Any:
     """Load a saved SB3 model, choosing PPO, DQN, A2C or sb3-contrib's MaskablePPO from the

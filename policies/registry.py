@@ -181,11 +181,23 @@ def import_user_modules(refs: Sequence[str]) -> None:
 
 
 def user_sources(names: Sequence[str], imports: Sequence[str] = ()) -> str:
-    """Hash of the source of every user module the policy `names` come from (`mine.py:Name`)
-    and of the `imports`: part of a run's cache key, '' when there is none."""
+    """Hash of the source of every user module the policy `names` come from: the files they name
+    (`mine.py:Name`), and the `imports` when a name resolves to a factory registered outside the
+    package (so editing a user's detector reruns its cells, not the packaged ones). Part of a
+    run's cache key; '' when there is none."""
     import_user_modules(imports)
     refs = [t for t in map(user_target, names) if t]
+    if any(_registered_by_user(name) for name in names):
+        refs.extend(imports)
     try:
-        return _source_digest([*refs, *imports])
+        return _source_digest(refs)
     except UserCodeError as exc:
         raise PolicyNameError(f"--policy: {exc}") from None
+
+
+def _registered_by_user(name: str) -> bool:
+    """Whether a registered base or detector name resolves to a factory from outside the
+    package (one a user's file registered, or re-registered over a packaged name)."""
+    factory = BASES.get(name) or DETECTORS.get(name.split("-")[0])
+    return factory is not None and not str(getattr(factory, "__module__", "")).startswith(
+        "evalstop_gym.")

@@ -69,9 +69,10 @@ def _import_file(ref: str) -> ModuleType:
     if path.suffix != ".py":
         raise UserCodeError(f"{ref} is not a .py file; {EXPECTED}")
     path = path.resolve()
-    digest = _hash(path)
-    name = f"{MODULE_PREFIX}{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest}"
+    tag = hashlib.sha256(f"{path}\0{_hash(path)}".encode()).hexdigest()[:16]   # where and what
+    name = f"{MODULE_PREFIX}{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{tag}"
     if name in sys.modules:
+        _SOURCES.setdefault(str(path), (path,))
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None   # a .py file always has a loader
