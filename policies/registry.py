@@ -129,18 +129,17 @@ def _user(name: str, kind: str, protocol: type) -> Any:
 
 
 def _parse_error(prefix: str, args: list[str], exc: Exception) -> str:
-    """Python's parser text ('invalid literal for int()') as what the name should have held."""
+    """Python's parser text ('invalid literal for int()') as what the name should have held:
+    the prefix's registered usage, else its generic form and its defaults as an example."""
     text = str(exc)
     parser_text = text.startswith(("invalid literal for int()",
                                    "could not convert string to float"))
-    if prefix in USAGE:   # the registered usage says what was expected, in the user's words
-        detail = f"parameter {text.rpartition(': ')[2]} does not fit" if parser_text else text
-        return f"{detail}; expected {USAGE[prefix]}"
     if not parser_text:
-        return text
-    whole = text.startswith("invalid literal")
+        return f"{text}; expected {USAGE[prefix]}" if prefix in USAGE else text
     bad = text.rpartition(": ")[2].strip("'")
-    kind = "a whole number" if whole else "a number"
+    kind = "a whole number" if text.startswith("invalid literal") else "a number"
+    if prefix in USAGE:
+        return f"parameter {bad!r} must be {kind}; expected {USAGE[prefix]}"
     try:
         example = f", e.g. {DETECTORS[prefix]([]).name!r} (its defaults)"
     except (ValueError, IndexError, TypeError):

@@ -122,7 +122,8 @@ def test_a_module_on_the_path_scores_by_dotted_name(tmp_path, monkeypatch, capsy
                                        "BaseScheduler class, or a factory"),
     (["--policy", "{mine}:SlopeStop"], "which is not a base scheduler; expected a BaseScheduler"),
     (["--policy", "{mine}:2x+FIFO"], "'2x' is not a Python name; expected"),
-    (["--policy", "EvalStop-x+FIFO"], "expected EvalStop-K[-K_DPO][-best]: K and K_DPO "
+    (["--policy", "EvalStop-x+FIFO"], "parameter 'x' must be a whole number; expected "
+                                      "EvalStop-K[-K_DPO][-best]: K and K_DPO "
                                       "positive integers"),
     (["--policy", "EvalStop-0+FIFO"], "expected EvalStop-K"),
     (["--policy", "StopAt-x+FIFO"], "expected StopAt-P: P a number in (0, 1)"),
