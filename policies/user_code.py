@@ -25,7 +25,8 @@ MODULE_PREFIX = "evalstop_user_"
 EXPECTED = ("expected a Python file (path/to/mine.py) or an importable module "
             "(package.module)")
 _SOURCES: dict[str, tuple[Path, ...]] = {}   # ref -> the files importing it read
-_HASHES: dict[str, str] = {}                 # module name -> digest of its file when imported
+_STAMPS: dict[str, str] = {}                 # ref -> hash of those files' bytes at import
+_ROOTS: dict[str, Path] = {}                 # ref -> the folder its own helpers live under
 _NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -69,11 +70,12 @@ def _import_file(ref: str) -> ModuleType:
     if path.suffix != ".py":
         raise UserCodeError(f"{ref} is not a .py file; {EXPECTED}")
     path = path.resolve()
+    key = str(path)
     tag = hashlib.sha256(f"{path}\0{_hash(path)}".encode()).hexdigest()[:16]   # where and what
     name = f"{MODULE_PREFIX}{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{tag}"
-    if name in sys.modules:
-        _SOURCES.setdefault(str(path), (path,))
+    if name in sys.modules and _fresh(key):
         return sys.modules[name]
+    _forget(key)   # a helper it imported changed: import them all afresh
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None   # a .py file always has a loader
     module = importlib.util.module_from_spec(spec)
@@ -87,7 +89,7 @@ def _import_file(ref: str) -> ModuleType:
     except Exception as exc:
         del sys.modules[name]
         raise UserCodeError(f"{ref}: importing it raised {_one_line(exc)}") from None
-    _SOURCES[str(path)] = (path, *_new_files(before, path.parent))
+    _record(key, [path, *_new_files(before, path.parent)], path.parent)
     return module
 
 
@@ -97,12 +99,11 @@ def _import_module(ref: str) -> ModuleType:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:   # as `python -m` would find it
         sys.path.append(cwd)
+    if ref in _SOURCES and not _fresh(ref):
+        _forget(ref)   # edited since this process imported it: import it (and helpers) afresh
     before = set(sys.modules)
     try:
         module = importlib.import_module(ref)
-        file = getattr(module, "__file__", None)
-        if file and ref in _HASHES and _HASHES[ref] != _hash(Path(file)):
-            module = importlib.reload(module)   # edited since this process imported it
     except ModuleNotFoundError as exc:
         if exc.name and (ref == exc.name or ref.startswith(f"{exc.name}.")):
             raise UserCodeError(f"no module named {ref!r}; {EXPECTED}") from None
@@ -110,13 +111,42 @@ def _import_module(ref: str) -> ModuleType:
     except Exception as exc:
         raise UserCodeError(f"{ref}: importing it raised {_one_line(exc)}") from None
     file = getattr(module, "__file__", None)
-    if file:
+    if file and ref not in _SOURCES:
         path = Path(file).resolve()
-        _HASHES[ref] = _hash(path)
         top = sys.modules[ref.split(".")[0]]
         root = Path(str(getattr(top, "__file__", None) or path)).resolve().parent
-        _SOURCES[ref] = (path, *_new_files(before, root))
+        _record(ref, [path, *_new_files(before, root)], root)
     return module
+
+
+def _stamp(files: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.read_bytes() if path.is_file() else b"\0missing")
+    return h.hexdigest()
+
+
+def _record(key: str, files: list[Path], root: Path) -> None:
+    _SOURCES[key] = tuple(dict.fromkeys(files))
+    _STAMPS[key] = _stamp(_SOURCES[key])
+    _ROOTS[key] = root
+
+
+def _fresh(key: str) -> bool:
+    """Whether the files `key` was imported from still hold the bytes they held then."""
+    return key in _SOURCES and _STAMPS.get(key) == _stamp(_SOURCES[key])
+
+
+def _forget(key: str) -> None:
+    """Drops the modules built from `key`'s files, so that the next import reads them again."""
+    files = set(_SOURCES.pop(key, ()))
+    _STAMPS.pop(key, None)
+    if not files:
+        return
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and Path(file).resolve() in files:
+            del sys.modules[name]
 
 
 def _new_files(before: set[str], root: Path) -> list[Path]:
@@ -131,9 +161,13 @@ def _new_files(before: set[str], root: Path) -> list[Path]:
     return out
 
 
+def _key(ref: str) -> str:
+    return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
+
+
 def source_files(ref: str) -> tuple[Path, ...]:
     """The files the user module `ref` was built from (imported first when it was not)."""
-    key = str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
+    key = _key(ref)
     if key not in _SOURCES:
         import_user_code(ref)
     return _SOURCES.get(key, ())
@@ -183,8 +217,14 @@ def build_user_object(name: str) -> Any:
         raise UserCodeError(f"{target} {what} {attr!r}; expected a Detector or BaseScheduler "
                             "class, or a factory, defined in it")
     args = [_argument(t) for t in texts]
+    before = set(sys.modules)
     try:
-        return obj(*args)
+        built = obj(*args)
     except Exception as exc:
         call = f"{attr}({', '.join(map(repr, args))})"
         raise UserCodeError(f"{call} raised {_one_line(exc)}") from None
+    key = _key(target)   # helpers it imports only when building count as its source too
+    added = _new_files(before, _ROOTS[key]) if key in _ROOTS else []
+    if added:
+        _record(key, [*_SOURCES[key], *added], _ROOTS[key])
+    return built

@@ -154,6 +154,30 @@ def test_an_edited_file_is_imported_afresh(tmp_path):
     assert make_detector(f"{mine}:SlopeStop-3").name == "Edited-3-0.02"
 
 
+def test_an_edited_helper_of_a_user_file_or_module_is_imported_afresh(tmp_path, monkeypatch):
+    """The helper a user's file imports from its folder counts as its source: edited, the
+    process builds from the new helper, as the cache key (which hashes it) expects."""
+    (tmp_path / "slope_helper.py").write_text("SUFFIX = 'v1'\n")
+    mine = write(tmp_path, "mine_helped.py", DETECTOR.replace(
+        'self.name = f"SlopeStop-{k}-{drop:g}"',
+        'from slope_helper import SUFFIX\n        self.name = f"SlopeStop-{SUFFIX}"'))
+    assert make_detector(f"{mine}:SlopeStop").name == "SlopeStop-v1"
+    (tmp_path / "slope_helper.py").write_text("SUFFIX = 'v2'\n")
+    assert make_detector(f"{mine}:SlopeStop").name == "SlopeStop-v2"
+
+    pkg = tmp_path / "helpedlab"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "consts.py").write_text("SUFFIX = 'p1'\n")
+    write(pkg, "stops.py", DETECTOR.replace(
+        'self.name = f"SlopeStop-{k}-{drop:g}"',
+        'from helpedlab.consts import SUFFIX\n        self.name = f"SlopeStop-{SUFFIX}"'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert make_detector("helpedlab.stops:SlopeStop").name == "SlopeStop-p1"
+    (pkg / "consts.py").write_text("SUFFIX = 'p2'\n")
+    assert make_detector("helpedlab.stops:SlopeStop").name == "SlopeStop-p2"
+
+
 def test_readme_extending_path_runs_as_written(tmp_path):
     """README's 'Extending': the file it shows, saved as mine.py, and its commands run from the
     user's folder, each printing the user's row beside EvalStop-2."""
