@@ -23,6 +23,8 @@ from evalstop_gym.config import ConfigError, parse_yaml
 from evalstop_gym.experiment import list_experiments, load_experiment
 from evalstop_gym.isolation import PolicyProcessError
 from evalstop_gym.policies import PolicyNameError
+from evalstop_gym.policies.registry import import_user_modules
+from evalstop_gym.policies.user_code import is_file_ref
 from evalstop_gym.private_seeds import SeedSecret
 from evalstop_gym.sim.native import ENGINES
 
@@ -132,8 +134,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="experiment names (see `list`), a YAML path, or all (= e1 ... e8)")
     add_sweep_arguments(p, "results")
     p.add_argument("--policy", dest="policies", action="append", default=[], metavar="SPEC",
-                   help="add a cell to every experiment: 'EvalStop-3+FIFO', 'SRTF-Est', or a "
-                        "saved model 'model:runs/ppo_stop/ppo_stop.zip+SRTF-Est' (repeatable)")
+                   help="add a cell to every experiment: 'EvalStop-3+FIFO', 'SRTF-Est', a "
+                        "saved model 'model:runs/ppo_stop/ppo_stop.zip+SRTF-Est', or your own "
+                        "class or factory 'path/to/mine.py:SlopeStop-3-0.02+SRTF-Est' / "
+                        "'package.module:Name-ARGS+SRTF-Est' (repeatable)")
+    p.add_argument("--import", dest="imports", action="append", default=[],
+                   metavar="MODULE_OR_FILE",
+                   help="import a Python file or module of yours first, so the detectors "
+                        "(register_detector) and bases (register_base) it registers resolve by "
+                        "name, in every worker too (repeatable)")
     p.add_argument("--isolate", action="store_true",
                    help="run each policy in a process of its own that sees only serialised "
                         "views (for untrusted policies; same results, slower)")
@@ -185,7 +194,18 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         secret = SeedSecret.load() if private else None
     except ValueError as exc:   # an empty or unreadable secret
         raise UsageError(f"--private-seeds: {exc}") from None
-    return RunOptions(getattr(args, "engine", None), isolate, timeout, secret)
+    given = getattr(args, "imports", None) or ()
+    if given and isolate:   # the isolated process builds the policy from its name alone
+        raise UsageError("--import does not reach --isolate's policy process; name the class "
+                         "instead: --policy path/to/mine.py:Name+BASE")
+    import_user_modules(given)   # a bad one fails here, before OUT is created
+    imports = tuple(user_import(ref) for ref in given)
+    return RunOptions(getattr(args, "engine", None), isolate, timeout, secret, imports)
+
+
+def user_import(ref: str) -> str:
+    """An --import as every worker can import it: a file by its absolute path."""
+    return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref
 
 
 def main_run(args: argparse.Namespace) -> int:

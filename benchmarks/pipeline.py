@@ -25,6 +25,7 @@ import pandas as pd
 from evalstop_gym.config import to_dict
 from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
 from evalstop_gym.policies import make_policy
+from evalstop_gym.policies.user_code import MODEL_PREFIX, is_file_ref, user_target
 
 from . import durable
 from .runner import DEFAULT_OPTIONS, ID_COLUMNS, RunOptions, SweepResult, run_sweep
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 OUTPUT_FILES = ("runs.csv", "jobs.csv", "summary.csv")
 MATRIX = ("e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8")  # the paper's experiments (SPEC 6)
-MODEL_PREFIX = "model:"   # a detector that is a saved SB3 model (policies.learned)
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._,=+-]")   # what a variant folder's name may hold
 MAX_VARIANT = 80          # characters of overrides kept in a variant's folder name
 
@@ -65,6 +65,9 @@ def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
     exp = exp.with_policies(policies)
     for cell in exp.cells:
         make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
+    exp = dataclasses.replace(exp, cells=tuple(   # a user's file, by the same path everywhere
+        dataclasses.replace(c, base=absolute_user_name(c.base),
+                            detector=absolute_user_name(c.detector)) for c in exp.cells))
     return labelled_models(exp)
 
 
@@ -88,9 +91,34 @@ def own_name(exp: Experiment, given: str | Path) -> Experiment:
                                title=f"{exp.title or exp.name} [{path}]")
 
 
+def absolute_user_name(name: str) -> str:
+    """'mine.py:SlopeStop-3' -> '/home/me/work/mine.py:SlopeStop-3', so that every worker, whatever
+    its current folder, imports the same file."""
+    target = user_target(name)
+    if target is None or not is_file_ref(target):
+        return name
+    return f"{Path(target).expanduser().resolve()}:{name[len(target) + 1:]}"
+
+
+def short_user_name(name: str) -> str:
+    """'/home/me/work/mine.py:SlopeStop-3' -> 'mine.py:SlopeStop-3': a user's class named by its
+    file alone in tables (the full path stays in the `detector` and `base` columns)."""
+    target = user_target(name)
+    if target is None or not is_file_ref(target):
+        return name
+    return f"{Path(target).name}:{name[len(target) + 1:]}"
+
+
 def labelled_models(exp: Experiment) -> Experiment:
     """`model:` cells without a label get a readable one, `ppo_stop+SRTF-Est`: the model file's
-    name (with its folder's when two models share a file name)."""
+    name (with its folder's when two models share a file name); cells of a user's file,
+    `mine.py:SlopeStop-3+SRTF-Est` (the file's name without its folder)."""
+    short = {c.policy: dataclasses.replace(c, base=short_user_name(c.base),
+                                           detector=short_user_name(c.detector)).policy
+             for c in exp.cells if not c.detector.startswith(MODEL_PREFIX)}
+    exp = dataclasses.replace(exp, cells=tuple(
+        dataclasses.replace(c, label=short[c.policy])
+        if not c.label and short.get(c.policy, c.policy) != c.policy else c for c in exp.cells))
     paths = {c.detector: Path(c.detector[len(MODEL_PREFIX):]) for c in exp.cells
              if c.detector.startswith(MODEL_PREFIX) and not c.label}
     if not paths:

@@ -1,12 +1,13 @@
 """Sweeps: every (cell, seed) of an experiment is one run, written to its own file when it ends.
 
 A run file (`OUT/<exp>/runs/<cell>__seed<seed>.json`) holds the runs.csv row, the per-job records
-and a digest of everything the run depends on (config, policy, seed and the source of the
-simulator and policies), so a sweep started again with the same OUT runs only what is missing or
-stale, and a report never mixes in runs made by older code. Files are written atomically (temp
-file + `os.replace`), so a killed sweep never leaves half a result. Runs go through joblib;
-results are collated in the experiment's cell order and seed order, so they are the same whatever
-backend, worker count or completion order produced them.
+and a digest of everything the run depends on (config, policy, seed, the package's version and
+source, the source of the user's modules the policy comes from and the bytes of any model file
+and its normaliser), so a sweep started again with the same OUT runs only what is missing or
+stale, and a report never mixes in runs made by older code or an older model. Files are written
+atomically (temp file + `os.replace`), so a killed sweep never leaves half a result. Runs go
+through joblib; results are collated in the experiment's cell order and seed order, so they are
+the same whatever backend, worker count or completion order produced them.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
 from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.policies import make_policy
+from evalstop_gym.policies.registry import import_user_modules, user_sources
+from evalstop_gym.policies.user_code import MODEL_PREFIX
 from evalstop_gym.private_seeds import SeedSecret, check_private_config, seal_output
 from evalstop_gym.simulate import simulate
 
@@ -80,6 +83,7 @@ class RunOptions(NamedTuple):
     isolated: bool = False      # each policy in a process of its own (`simulate(isolated=True)`)
     timeout: float | None = None   # seconds per isolated decision (None: the default, 30)
     private_seeds: SeedSecret | None = None   # salts workload seeds: results differ, see digest
+    imports: tuple[str, ...] = ()   # --import: user modules each worker imports first (absolute)
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -94,13 +98,17 @@ class RunSpec(NamedTuple):
     config: SimConfig
     code: str  # code_digest() of the process that planned the sweep, so workers agree with it
     options: RunOptions = DEFAULT_OPTIONS
+    inputs: str = ""   # input_digest(): the user's modules and model files, as planned
 
     @property
     def digest(self) -> str:
-        """Changes whenever anything the run's result depends on changes."""
+        """Changes whenever anything the run's result depends on changes. The config's `reward`
+        section is left out: it weighs the env's reward terms, which `simulate` never reads."""
         secret = self.options.private_seeds   # a private seed draws another workload
-        blob = json.dumps([to_dict(self.config), self.cell.base, self.cell.detector,
-                           self.seed, self.code, *([secret.fingerprint] if secret else [])],
+        config = {k: v for k, v in to_dict(self.config).items() if k != "reward"}
+        blob = json.dumps([config, self.cell.base, self.cell.detector, self.seed, self.code,
+                           evalstop_gym.__version__, self.inputs,
+                           *([secret.fingerprint] if secret else [])],
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -120,8 +128,23 @@ class SweepResult(NamedTuple):
 def specs(exp: Experiment, seeds: Sequence[int] | None = None,
           options: RunOptions = DEFAULT_OPTIONS) -> list[RunSpec]:
     """All runs of an experiment, in cell order then seed order."""
-    return [RunSpec(exp.name, cell, int(s), exp.cell_config(cell), code_digest(), options)
-            for cell in exp.cells for s in (seeds or exp.seeds)]
+    inputs = [input_digest(cell, options) for cell in exp.cells]
+    return [RunSpec(exp.name, cell, int(s), exp.cell_config(cell), code_digest(), options,
+                    inputs[i])
+            for i, cell in enumerate(exp.cells) for s in (seeds or exp.seeds)]
+
+
+def input_digest(cell: Cell, options: RunOptions = DEFAULT_OPTIONS) -> str:
+    """Hash of what a cell's policy is built from outside the package: the source of the user
+    modules it names (`mine.py:Name`) or that --import loads, and the bytes of a `model:` file and
+    of the normaliser saved beside it; '' when there is none, so built-in cells keep their key."""
+    parts = [user_sources([cell.base, cell.detector], options.imports)]
+    if cell.detector.startswith(MODEL_PREFIX):
+        from evalstop_gym.policies.learned import model_files
+
+        for path in model_files(cell.detector[len(MODEL_PREFIX):]):
+            parts.append(f"{path.name}:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16] if any(parts) else ""
 
 
 def _value(v: Any) -> Any:
@@ -133,7 +156,11 @@ def _value(v: Any) -> Any:
 def run_one(spec: RunSpec) -> dict[str, Any]:
     """Simulate one run; returns the run-file payload (row, job records, digest)."""
     start = time.perf_counter()
-    engine, isolated, timeout, secret = spec.options
+    engine, isolated, timeout, secret, imports = spec.options
+    import_user_modules(imports)   # a worker registers the user's names before building
+    if spec.inputs != input_digest(spec.cell, spec.options):
+        raise RuntimeError(f"{spec.filename}: the user's code or model behind "
+                           f"{spec.cell.policy!r} changed during the sweep; run it again")
     if isolated:   # the policy decides in its own process, from serialised views
         extra: dict[str, Any] = {k: v for k, v in (("timeout", timeout),
                                                    ("private_seeds", secret)) if v}

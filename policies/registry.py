@@ -1,13 +1,16 @@
 """Names to policies, in one place: "SRTF-Est", "EvalStop-2", "EvalStop-2+SRTF-Est", ...
 
 A detector name is a registered prefix followed by dash-separated numeric parameters, e.g.
-"StopAt-0.65" or "LossPlateau-0.001-5". Register new ones with `register_detector`.
+"StopAt-0.65" or "LossPlateau-0.001-5". Register new ones with `register_detector` and
+`register_base`. A user's own class needs no registration: `path/to/mine.py:SlopeStop-3-0.02` or
+`package.module:SlopeStop-3-0.02` names it directly (`user_code`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from evalstop_gym.experiment import split_policy
 from evalstop_gym.sim.protocols import BaseScheduler, Detector, Policy
@@ -21,6 +24,8 @@ from .loss_plateau import LossPlateau
 from .sjf_est import SJFEst
 from .srtf_est import SRTFEst
 from .stop_at import StopAt
+from .user_code import UserCodeError, build_user_object, import_user_code, is_user_ref, user_target
+from .user_code import source_digest as _source_digest
 
 NO_DETECTOR = ("none", "NoStop")
 
@@ -35,11 +40,21 @@ BASES: dict[str, Callable[[], BaseScheduler]] = {
 }
 
 DETECTORS: dict[str, Callable[[list[str]], Detector]] = {}
+USAGE: dict[str, str] = {}   # prefix -> what its arguments must be, for error messages
 
 
-def register_detector(prefix: str, factory: Callable[[list[str]], Detector]) -> None:
-    """Make `prefix[-arg...]` a detector name; `factory` gets the dash-separated args."""
+def register_detector(prefix: str, factory: Callable[[list[str]], Detector],
+                      usage: str = "") -> None:
+    """Make `prefix[-arg...]` a detector name; `factory` gets the dash-separated args. `usage`
+    ('EvalStop-K: K a positive integer') is what a malformed name's error says was expected."""
     DETECTORS[prefix] = factory
+    if usage:
+        USAGE[prefix] = usage
+
+
+def register_base(name: str, factory: Callable[[], BaseScheduler]) -> None:
+    """Make `name` a base scheduler name (`factory()` builds a fresh one per run)."""
+    BASES[name] = factory
 
 
 def _eval_stop(args: list[str]) -> Detector:
@@ -49,18 +64,26 @@ def _eval_stop(args: list[str]) -> Detector:
                     k_dpo=int(nums[1]) if len(nums) > 1 else None, variant=variant)
 
 
-register_detector("EvalStop", _eval_stop)
+register_detector("EvalStop", _eval_stop,
+                  "EvalStop-K[-K_DPO][-best]: K and K_DPO positive integers")
+
+
 def _loss_plateau(args: list[str]) -> Detector:
     threshold = float(args[0]) if args else 0.02
     window = int(args[1]) if len(args) > 1 else 3
     return LossPlateau(threshold, window)
 
 
-register_detector("StopAt", lambda args: StopAt(float(args[0]) if args else 0.65))
-register_detector("LossPlateau", _loss_plateau)
+register_detector("StopAt", lambda args: StopAt(float(args[0]) if args else 0.65),
+                  "StopAt-P: P a number in (0, 1)")
+register_detector("LossPlateau", _loss_plateau,
+                  "LossPlateau-THRESHOLD-WINDOW: THRESHOLD a number > 0, WINDOW a whole number "
+                  ">= 1")
 
 
 def make_base(name: str) -> BaseScheduler:
+    if is_user_ref(name):
+        return _user(name, "base scheduler", BaseScheduler)
     try:
         return BASES[name]()
     except KeyError:
@@ -78,6 +101,8 @@ def make_detector(name: str) -> Detector | None:
             return LearnedDetector.load(name.removeprefix("model:"))
         except (OSError, ImportError, NotADetectorModel) as exc:
             raise PolicyNameError(f"detector {name!r}: {exc}") from None
+    if is_user_ref(name):
+        return _user(name, "detector", Detector)
     prefix, *args = name.split("-")
     bad = [a for a in args if not _finite_or_word(a)]
     if bad:
@@ -91,14 +116,30 @@ def make_detector(name: str) -> Detector | None:
         raise PolicyNameError(f"detector {name!r}: {_parse_error(prefix, args, exc)}") from None
 
 
+def _user(name: str, kind: str, protocol: type) -> Any:
+    """A user's `file.py:Name-args` / `module:Name-args` object, checked to be a `kind`."""
+    try:
+        obj = build_user_object(name)
+    except UserCodeError as exc:
+        raise PolicyNameError(f"--policy {name!r}: {exc}") from None
+    if not isinstance(obj, protocol):
+        raise PolicyNameError(f"--policy {name!r}: built a {type(obj).__name__}, which is not a "
+                              f"{kind}; expected a {protocol.__name__} (a class or a factory)")
+    return obj
+
+
 def _parse_error(prefix: str, args: list[str], exc: Exception) -> str:
-    """Python's parser text ('invalid literal for int()') as what the name should have held."""
+    """Python's parser text ('invalid literal for int()') as what the name should have held:
+    the prefix's registered usage, else its generic form and its defaults as an example."""
     text = str(exc)
-    if not text.startswith(("invalid literal for int()", "could not convert string to float")):
-        return text
-    whole = text.startswith("invalid literal")
+    parser_text = text.startswith(("invalid literal for int()",
+                                   "could not convert string to float"))
+    if not parser_text:
+        return f"{text}; expected {USAGE[prefix]}" if prefix in USAGE else text
     bad = text.rpartition(": ")[2].strip("'")
-    kind = "a whole number" if whole else "a number"
+    kind = "a whole number" if text.startswith("invalid literal") else "a number"
+    if prefix in USAGE:
+        return f"parameter {bad!r} must be {kind}; expected {USAGE[prefix]}"
     try:
         example = f", e.g. {DETECTORS[prefix]([]).name!r} (its defaults)"
     except (ValueError, IndexError, TypeError):
@@ -125,3 +166,37 @@ def parse_policy(spec: str) -> Policy:
     """'EvalStop-2+SRTF-Est' -> detector over base; 'SRTF-Est' -> base alone."""
     detector, base = split_policy(spec)
     return make_policy(base, detector)
+
+
+def import_user_modules(refs: Sequence[str]) -> None:
+    """`--import` (and an experiment file's imports): each user file or module is imported, so
+    the detectors and bases it registers resolve by name. The hook every process that builds
+    policies from names calls first (workers do, from their RunOptions)."""
+    for ref in refs:
+        try:
+            import_user_code(ref)
+        except UserCodeError as exc:
+            raise PolicyNameError(f"--import {ref}: {exc}") from None
+
+
+def user_sources(names: Sequence[str], imports: Sequence[str] = ()) -> str:
+    """Hash of the source of every user module the policy `names` come from: the files they name
+    (`mine.py:Name`), and the `imports` when a name resolves to a factory registered outside the
+    package (so editing a user's detector reruns its cells, not the packaged ones). Part of a
+    run's cache key; '' when there is none."""
+    import_user_modules(imports)
+    refs = [t for t in map(user_target, names) if t]
+    if any(_registered_by_user(name) for name in names):
+        refs.extend(imports)
+    try:
+        return _source_digest(refs)
+    except UserCodeError as exc:
+        raise PolicyNameError(f"--policy: {exc}") from None
+
+
+def _registered_by_user(name: str) -> bool:
+    """Whether a registered base or detector name resolves to a factory from outside the
+    package (one a user's file registered, or re-registered over a packaged name)."""
+    factory = BASES.get(name) or DETECTORS.get(name.split("-")[0])
+    return factory is not None and not str(getattr(factory, "__module__", "")).startswith(
+        "evalstop_gym.")

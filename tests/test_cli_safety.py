@@ -185,9 +185,11 @@ def test_a_zip_that_is_not_a_model_is_one_line_naming_the_file(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("name,needle", [
-    ("EvalStop-x", "parameter 'x' must be a whole number; expected EvalStop-<number>"),
+    ("EvalStop-x", "parameter 'x' must be a whole number; expected EvalStop-K[-K_DPO][-best]: "
+                   "K and K_DPO positive integers"),
     ("EvalStop-2.5", "'2.5' must be a whole number"),
-    ("StopAt-high", "parameter 'high' must be a number; expected StopAt-<number>"),
+    ("StopAt-high", "parameter 'high' must be a number; expected StopAt-P: P a number in (0, 1)"),
+    ("Patience-x", "parameter 'x' must be a whole number; expected Patience-<number>"),
 ])
 def test_a_malformed_detector_name_says_what_was_expected(name, needle, log_csv, capsys):
     assert cli.main(["replay", str(log_csv), "--detectors", name]) == 2
