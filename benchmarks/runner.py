@@ -65,11 +65,20 @@ class BackendError(RuntimeError):
 
 @functools.cache
 def code_digest() -> str:
-    """Hash of the simulator's and the policies' Python source (once per process)."""
+    """Hash of the simulator's and the policies' Python source (once per process).
+
+    The same files under an editable install and a wheel: a wheel maps `policies/`,
+    `benchmarks/` and `configs/` inside `evalstop_gym/`, so they are skipped there (the
+    policies are hashed as their own package; the others compute no run)."""
+    from evalstop_gym import benchmarks, configs
+
+    mapped = [Path(str(p.__file__)).parent for p in (policies, benchmarks, configs)]
     h = hashlib.sha256()
     for package in (evalstop_gym, policies):
         root = Path(str(package.__file__)).parent
         for path in sorted(root.rglob("*.py")):
+            if any(m != root and path.is_relative_to(m) for m in mapped):
+                continue
             h.update(path.relative_to(root).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]

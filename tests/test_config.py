@@ -122,7 +122,5 @@ def test_the_config_enters_a_run_digest_the_same_under_a_wheel(digests):
     assert digests["editable"]["config"] == digests["wheel"]["config"]
 
 
-@pytest.mark.xfail(strict=True, reason="benchmarks/runner.py code_digest hashes every *.py under "
-                   "evalstop_gym/, which in a wheel also holds policies/ and benchmarks/")
 def test_a_run_digest_is_the_same_under_an_editable_install_and_a_wheel(digests):
     assert digests["editable"]["digest"] == digests["wheel"]["digest"]
