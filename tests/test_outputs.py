@@ -1,0 +1,46 @@
+"""Outputs that stay small and safe: no ever-growing collated file, no report from missing
+inputs, and the absolute path of every tracked file a command writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from evalstop_gym.benchmarks import pipeline
+
+
+def experiment_folder(out: Path, name: str, n_jobs: int) -> None:
+    """OUT/<name>/ as a sweep leaves it: runs.csv, jobs.csv, summary.csv, table.md."""
+    folder = out / name
+    folder.mkdir(parents=True)
+    ids = {"experiment": name, "cell": "SRTF-Est", "label": "", "policy": "SRTF-Est",
+           "base": "SRTF-Est", "detector": "none", "param": "", "value": "", "seed": 1}
+    pd.DataFrame([{**ids, "jct": 10.0}]).to_csv(folder / "runs.csv", index=False)
+    pd.DataFrame([{**ids, "job_id": j} for j in range(n_jobs)]).to_csv(folder / "jobs.csv",
+                                                                        index=False)
+    pd.DataFrame([{"cell": "SRTF-Est", "jct": 10.0}]).to_csv(folder / "summary.csv", index=False)
+    (folder / "table.md").write_text(f"## {name}\n")
+
+
+def test_collation_keeps_job_records_per_experiment(tmp_path):
+    """OUT/jobs.csv grew with every experiment and every `run` rewrote it: job records stay in
+    OUT/<exp>/jobs.csv; runs, summaries and tables are still collated (one row per run/cell)."""
+    for name, n_jobs in (("a", 3), ("b", 5)):
+        experiment_folder(tmp_path, name, n_jobs)
+    pipeline.collate_out(tmp_path)
+    assert not (tmp_path / "jobs.csv").exists()
+    assert len(pd.read_csv(tmp_path / "runs.csv")) == 2
+    assert len(pd.read_csv(tmp_path / "summary.csv")) == 2
+    assert (tmp_path / "table.md").read_text() == "## a\n\n## b\n"
+    assert [len(pd.read_csv(tmp_path / n / "jobs.csv")) for n in "ab"] == [3, 5]
+
+
+def test_a_collated_jobs_csv_left_by_an_older_version_is_removed(tmp_path, caplog):
+    """It would no longer be updated: a stale file beside fresh ones is worse than none."""
+    experiment_folder(tmp_path, "a", 3)
+    (tmp_path / "jobs.csv").write_text("experiment,job_id\nold,1\n")
+    pipeline.collate_out(tmp_path)
+    assert not (tmp_path / "jobs.csv").exists()
+    assert "jobs.csv: removed" in caplog.text
+    assert (tmp_path / "a" / "jobs.csv").is_file()
