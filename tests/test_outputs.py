@@ -44,3 +44,35 @@ def test_a_collated_jobs_csv_left_by_an_older_version_is_removed(tmp_path, caplo
     assert not (tmp_path / "jobs.csv").exists()
     assert "jobs.csv: removed" in caplog.text
     assert (tmp_path / "a" / "jobs.csv").is_file()
+
+
+def run_beyond(*argv: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.beyond", *argv],
+                          capture_output=True, text=True)
+
+
+def test_beyond_from_a_wrong_or_empty_folder_fails_and_keeps_beyond_md(tmp_path):
+    """No "Means over 0 seeds" shell in place of the real BEYOND.md: one line, exit 2."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "BEYOND.md").write_text("the real one\n")
+    (tmp_path / "empty").mkdir()
+    for results, needle in ((tmp_path / "typo", "no such folder"),
+                            (tmp_path / "empty", "holds none of e7x, e8x, e2x")):
+        done = run_beyond(str(results), "--root", str(root))
+        assert done.returncode == 2
+        assert needle in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in done.stderr and "wrote" not in done.stdout
+    assert (root / "BEYOND.md").read_text() == "the real one\n"
+    assert not (root / "figures").exists()
+
+
+def test_report_names_each_file_it_writes_by_its_absolute_path(tmp_path, monkeypatch, capsys):
+    from evalstop_gym.benchmarks import report
+
+    monkeypatch.chdir(tmp_path)
+    report.written(Path("REPRODUCTION.md"))
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path.resolve() / 'REPRODUCTION.md'}"
