@@ -173,3 +173,21 @@ def test_planned_steps_round_up_to_whole_rollouts():
     model = PPO("MultiInputPolicy", venv, n_steps=1024, batch_size=64, device="cpu")
     assert train.planned_timesteps(model, 3000) == 4096
     assert train.planned_timesteps(model, 2048) == 2048
+
+
+def test_the_rl_extra_brings_tensorboard_for_sb3s_log(tmp_path):
+    """README's SB3 snippet with `tensorboard_log=`: the `rl` extra installs what it needs."""
+    from pathlib import Path
+
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    tomllib = pytest.importorskip("tomllib")   # Python >= 3.11
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    rl = project["project"]["optional-dependencies"]["rl"]
+    assert any(req.startswith("tensorboard") for req in rl), rl
+    env = gym.make("EvalStopCluster-v0", overrides={"workload.n_jobs": 8})
+    model = PPO("MultiInputPolicy", env, n_steps=16, batch_size=16, n_epochs=1, device="cpu",
+                tensorboard_log=str(tmp_path))
+    model.learn(16)
+    assert list(tmp_path.rglob("events.out.tfevents.*"))
