@@ -365,12 +365,13 @@ def _binding_heavy(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 # Each function of this module that reads a HEAVY name binds them first, whoever calls it (this
 # module's main, report.py, a test), so the functions read as if they were imported at the top.
-_WRAPPED = {}
+_WRAPPED: dict[Callable[..., Any], Callable[..., Any]] = {}
 for _name, _fn in list(globals().items()):
     if (isinstance(_fn, types.FunctionType) and _fn.__module__ == __name__
             and _fn is not __getattr__ and HEAVY.keys() & _names(_fn.__code__)):
         _WRAPPED[_fn] = globals()[_name] = _binding_heavy(_fn)
-LOCAL = {name: tuple(_WRAPPED.get(f, f) for f in pair) for name, pair in LOCAL.items()}
+LOCAL = {name: (_WRAPPED.get(add, add), _WRAPPED.get(run, run))
+         for name, (add, run) in LOCAL.items()}
 
 
 if __name__ == "__main__":   # run the package's module, whose UsageError subcommands raise
