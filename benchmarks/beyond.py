@@ -419,9 +419,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .cli import UsageError, check_output
 
     try:
-        if not args.results.is_dir():   # before anything is drawn or written
-            raise UsageError(f"RESULTS {args.results}: no such folder; expected the --out "
-                             "folder that e7x, e8x and e2x ran into")
         check_output(args.root / "BEYOND.md", "--root", "file")
         print(f"wrote {write_beyond(args.results, args.root).resolve()}")
     except (OutputError, UsageError) as exc:
