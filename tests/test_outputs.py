@@ -74,3 +74,18 @@ def test_report_names_each_file_it_writes_by_its_absolute_path(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     report.written(Path("REPRODUCTION.md"))
     assert capsys.readouterr().out.strip() == f"wrote {tmp_path.resolve() / 'REPRODUCTION.md'}"
+
+
+def test_report_from_no_runs_writes_nothing_and_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """A matrix that yields no run (here: none selected) leaves the old report in place."""
+    from evalstop_gym.benchmarks import cli, report
+
+    monkeypatch.setattr(report, "MATRIX", ())
+    target = tmp_path / "REPRODUCTION.md"
+    target.write_text("the old report\n")
+    argv = ["report", "--out", str(tmp_path / "out"), "--reproduction", str(target),
+            "--no-beyond", "--learned", "--calibration"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no runs of the matrix" in err and "left as it was" in err and "\n" not in err
+    assert target.read_text() == "the old report\n"
