@@ -217,7 +217,7 @@ def test_only_the_named_subcommand_gets_its_options():
     assert parser.parse_args(["list"]).handler is not None
 
 
-HEAVY_MODULES = ("torch", "stable_baselines3", "matplotlib", "pandas", "scipy")
+HEAVY_MODULES = ("torch", "stable_baselines3", "matplotlib", "pandas")
 IMPORTED = """
 import sys
 {code}
