@@ -437,7 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         check_output(args.root / "BEYOND.md", "--root", "file")
-        print(f"wrote {write_beyond(args.results, args.root)}")
+        figures: list[Path] = []   # files the repository tracks: name each one written
+        for path in (write_beyond(args.results, args.root, figures), *figures):
+            print(f"wrote {path.resolve()}")
     except (OutputError, UsageError) as exc:
         print(f"{p.prog}: error: {exc}", file=sys.stderr)
         return 2

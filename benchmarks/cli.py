@@ -1,43 +1,58 @@
 """`evalstop-bench`: list, run and report the experiment matrix (plus plug-in subcommands).
 
 Subcommands live in `SUBCOMMANDS`, name -> module path; each module exposes
-`add_arguments(parser)` and `main(args) -> int`. Modules are imported only when needed, and a
-subcommand whose module is absent is skipped, so a new one is a single entry here.
+`add_arguments(parser)` and `main(args) -> int`. A subcommand's module is imported only when that
+subcommand runs or its own --help is asked (so `evalstop-bench --help` imports none), and one
+whose module is absent is skipped, so a new one is a single entry here. This module itself stays
+light: the sweep machinery (pandas, scipy) is bound on first use (`HEAVY`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalstop_gym.config import ConfigError, parse_yaml
 from evalstop_gym.experiment import list_experiments, load_experiment
 from evalstop_gym.isolation import PolicyProcessError
-from evalstop_gym.policies import PolicyNameError
 from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import is_file_ref
 from evalstop_gym.private_seeds import SeedSecret
 from evalstop_gym.sim.native import ENGINES
 
 from .durable import OutputError, out_lock
-from .pipeline import MATRIX, check_collatable, collate_out, prepare, run_experiment, variant
-from .runner import (
-    BACKENDS,
-    CONNECT_S,
-    BackendError,
-    RunOptions,
-    check_address,
-    local_workers,
-)
+
+if TYPE_CHECKING:   # bound at run time by _bind_heavy, on first use
+    from evalstop_gym.policies import PolicyNameError
+
+    from .pipeline import MATRIX, check_collatable, collate_out, prepare, run_experiment, variant
+    from .runner import (
+        BACKENDS,
+        CONNECT_S,
+        BackendError,
+        RunOptions,
+        check_address,
+        local_workers,
+    )
+
+# name -> module of the names above: pipeline and runner import pandas and scipy, policies scipy
+HEAVY = {**dict.fromkeys(("MATRIX", "check_collatable", "collate_out", "prepare",
+                          "run_experiment", "variant"), ".pipeline"),
+         **dict.fromkeys(("BACKENDS", "CONNECT_S", "BackendError", "RunOptions",
+                          "check_address", "local_workers"), ".runner"),
+         "PolicyNameError": "evalstop_gym.policies"}
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "list": ("evalstop_gym.benchmarks.cli", "name the experiments and their titles"),
@@ -51,7 +66,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("evalstop_gym.benchmarks.calibrate",
                   "fit the lost constants to E2 (Optuna TPE), validate on E1/E3, sensitivity"),
 }
-USER_ERRORS = (ConfigError, PolicyNameError, BackendError, OutputError, PolicyProcessError)
 
 
 class UsageError(ValueError):
@@ -247,17 +261,48 @@ def _load(name: str) -> tuple[Any, Any] | None:
     return mod.add_arguments, mod.main
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalstop-bench", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+def version() -> str:
+    """The installed distribution's version (the package's own when run from a bare tree)."""
+    try:
+        return importlib.metadata.version("evalstop-gym")
+    except importlib.metadata.PackageNotFoundError:
+        import evalstop_gym
+
+        return evalstop_gym.__version__
+
+
+def _global_flags(default: Any) -> argparse.ArgumentParser:
+    """-v/--verbose, accepted before the subcommand (`default` False) and after it (`default`
+    SUPPRESS, so a subcommand that is not given it keeps the value set before it)."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="log progress details")
+    return flags
+
+
+def named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names (its first word that is not a flag: the global flags take no
+    value), the only one whose module the parser then needs."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with the options of `commands` (default: every subcommand); the others are
+    listed with their help line only, so their modules are not imported."""
+    parser = argparse.ArgumentParser(prog="evalstop-bench", description=__doc__.splitlines()[0],
+                                     parents=[_global_flags(False)])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (_, help_text) in SUBCOMMANDS.items():
-        loaded = _load(name)
-        if loaded is None:
+    wanted = set(SUBCOMMANDS if commands is None else commands)
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        if name not in LOCAL and importlib.util.find_spec(module) is None:
             continue
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        loaded[0](p)
-        p.set_defaults(handler=loaded[1])
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           parents=[_global_flags(argparse.SUPPRESS)])
+        loaded = _load(name) if name in wanted else None
+        if loaded is not None:
+            loaded[0](p)
+            p.set_defaults(handler=loaded[1])
     return parser
 
 
@@ -274,8 +319,16 @@ def entry_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager:
     return out_lock(Path(args.out))
 
 
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors a user's input causes, reported in one line (exit code 2)."""
+    _bind_heavy()
+    return (ConfigError, PolicyNameError, BackendError, OutputError, PolicyProcessError,
+            UsageError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser([named_command(argv) or ""]).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -284,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"EVALSTOP_ENGINE={engine!r}: expected one of {', '.join(ENGINES)}")
         with entry_lock(args):
             return int(args.handler(args) or 0)
-    except (*USER_ERRORS, UsageError) as exc:
+    except user_errors() as exc:
         print(f"evalstop-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:   # a disk that filled up, a folder removed under us: one line
@@ -296,6 +349,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("evalstop-bench: interrupted; finished runs are kept, run again to resume",
               file=sys.stderr)
         return 130
+
+
+def _bind_heavy() -> None:
+    """Bind HEAVY's names in this module, once: only the commands that sweep need them."""
+    if "MATRIX" not in globals():
+        for name, module in HEAVY.items():
+            globals()[name] = getattr(importlib.import_module(module, __package__), name)
+
+
+def __getattr__(name: str) -> Any:
+    """`cli.MATRIX` and the like, read from another module."""
+    if name in HEAVY:
+        _bind_heavy()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a function's code (and its nested code) reads."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _names(const)
+    return found
+
+
+def _binding_heavy(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        _bind_heavy()
+        return fn(*args, **kwargs)
+    return call
+
+
+# Each function of this module that reads a HEAVY name binds them first, whoever calls it (this
+# module's main, report.py, a test), so the functions read as if they were imported at the top.
+_WRAPPED: dict[Callable[..., Any], Callable[..., Any]] = {}
+for _name, _fn in list(globals().items()):
+    if (isinstance(_fn, types.FunctionType) and _fn.__module__ == __name__
+            and _fn is not __getattr__ and HEAVY.keys() & _names(_fn.__code__)):
+        _WRAPPED[_fn] = globals()[_name] = _binding_heavy(_fn)
+LOCAL = {name: (_WRAPPED.get(add, add), _WRAPPED.get(run, run))
+         for name, (add, run) in LOCAL.items()}
 
 
 if __name__ == "__main__":   # run the package's module, whose UsageError subcommands raise

@@ -7,9 +7,11 @@ number comes from those files; the baselines are shown once, from the first fold
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -21,11 +23,33 @@ METRICS = (("reward", "reward", 1.0, 1), ("JCT (min)", "jct", 1.0, 0),
            ("stopped", "n_stopped", 1.0, 1))
 
 
+FIRST = ("algo", "total_timesteps", "seed", "out")   # always shown, in this order
+UNSHOWN = ("help", "no_progress")   # options that do not change the results
+
+
 def training_command(args: dict) -> str:
-    """The command line that reproduces a training run from its recorded arguments."""
-    return " ".join(["evalstop-bench train", f"--algo {args['algo']}",
-                     f"--total-timesteps {args['total_timesteps']}", f"--seed {args['seed']}",
-                     f"--out {shlex.quote(str(args['out']))}"])
+    """The command line that reproduces a training run from its recorded arguments: --algo,
+    --total-timesteps, --seed and --out, then every other option recorded with a value other
+    than `evalstop-bench train`'s default (a control=full run, another --config, --set)."""
+    from .train import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in UNSHOWN}
+    parts = ["evalstop-bench train"]
+    for dest in [*FIRST, *(d for d in options if d not in FIRST)]:
+        if dest in args and (dest in FIRST or args[dest] != options[dest].default):
+            parts.extend(_flag(options[dest].option_strings[-1], args[dest]))
+    return " ".join(parts)
+
+
+def _flag(option: str, value: Any) -> list[str]:
+    """`--set` once per KEY=VALUE; a list as its items; anything else as one quoted word."""
+    if option == "--set":
+        return [f"--set {shlex.quote(str(v))}" for v in value or ()]
+    if isinstance(value, list):
+        return [" ".join([option, *(shlex.quote(str(v)) for v in value)])]
+    return [f"{option} {shlex.quote(str(value))}"]
 
 
 def _row(label: str, group: pd.DataFrame) -> dict[str, str]:

@@ -439,10 +439,10 @@ def main(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)
     durable.write_text(args.out / "perf.json", json.dumps(res, indent=2) + "\n")
-    print(f"wrote {args.out / 'perf.json'}")
-    if not args.no_markdown:
+    print(f"wrote {args.out.resolve() / 'perf.json'}")
+    if not args.no_markdown:   # a file the repository tracks: say exactly which one
         write_markdown(lines, args.quick, args.markdown)
-        print(f"wrote {args.markdown}")
+        print(f"wrote {args.markdown.resolve()}")
     return 0
 
 

@@ -1,8 +1,9 @@
 """One experiment end to end: sweep, then the files a reader looks at (tables, CSVs, figures).
 
 Layout under OUT: `OUT/<exp>/{runs/, runs.csv, jobs.csv, summary.csv, table.md, *.png, *.pdf}`
-per experiment, and `OUT/{runs,jobs,summary}.csv` and `OUT/table.md` collated over every
-experiment present in OUT, so `run e2 --out DIR` also leaves E2's files directly in DIR.
+per experiment, and `OUT/{runs,summary}.csv` and `OUT/table.md` collated over every experiment
+present in OUT (small: one row per run or cell). The job records stay per experiment only: a
+collated jobs.csv grows with every experiment and would be rewritten by every `run`.
 A run with --set is a variant with a folder of its own, `OUT/e2__noise.sigma=0.05/` (`variant`),
 so variants sharing an OUT never overwrite each other's tables; without --set, `OUT/e2/`. A
 user's experiment file that keeps a packaged experiment's name but differs from it gets a
@@ -34,7 +35,8 @@ from .tables import experiment_markdown, terminal_table
 
 log = logging.getLogger(__name__)
 
-OUTPUT_FILES = ("runs.csv", "jobs.csv", "summary.csv")
+OUTPUT_FILES = ("runs.csv", "summary.csv")   # collated in OUT (not jobs.csv: large)
+RETIRED_FILES = ("jobs.csv",)   # collated by older versions; stale once left in OUT
 MATRIX = ("e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8")  # the paper's experiments (SPEC 6)
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._,=+-]")   # what a variant folder's name may hold
 MAX_VARIANT = 80          # characters of overrides kept in a variant's folder name
@@ -198,7 +200,8 @@ def check_collatable(out: Path) -> list[Path]:
 
 
 def collate_out(out: Path) -> None:
-    """OUT/{runs,jobs,summary}.csv and OUT/table.md over every experiment directory in OUT."""
+    """OUT/{runs,summary}.csv and OUT/table.md over every experiment directory in OUT; a
+    collated OUT/jobs.csv an older version left is removed (it would no longer be updated)."""
     with durable.out_lock(out) as out:
         dirs = check_collatable(out)
         for name in OUTPUT_FILES:
@@ -207,3 +210,8 @@ def collate_out(out: Path) -> None:
                 durable.write_csv(pd.concat(frames, ignore_index=True), out / name)
         tables = [(d / "table.md").read_text() for d in dirs if (d / "table.md").exists()]
         durable.write_text(out / "table.md", "\n".join(tables))
+        for name in RETIRED_FILES:
+            if (out / name).is_file():
+                (out / name).unlink()
+                log.warning("%s: removed; job records are per experiment, in %s",
+                            out / name, out / "<exp>" / name)

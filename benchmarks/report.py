@@ -107,8 +107,9 @@ def copy_figures(out: Path, dest: Path, folders: Sequence[str] = MATRIX) -> list
 
 
 def written(path: Path) -> None:
-    """Say which file was just written: a report may replace files a user keeps under git."""
-    print(f"wrote {path}")
+    """Say which file was just written, by its absolute path: a report may replace files a user
+    keeps under git."""
+    print(f"wrote {Path(path).resolve()}")
 
 
 def variant_note(args: argparse.Namespace, overrides: Mapping) -> str:
@@ -264,6 +265,9 @@ def main(args: argparse.Namespace) -> int:
     if args.train_rl:
         train_missing(learned_dirs)
     runs = {n: load_runs(out / folders[n] / "runs.csv") for n in names}
+    if not any(len(r) for r in runs.values()):   # nothing to report: keep the old report
+        raise durable.OutputError(f"{out}: no runs of {', '.join(names) or 'the matrix'}; "
+                                  f"{Path(args.reproduction).resolve()} is left as it was")
     root = Path(args.reproduction).resolve().parent
     figures = copy_figures(out, root, list(folders.values()))
     calibration = calibration_section(calibration_folders(out, args.calibration))

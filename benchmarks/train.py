@@ -3,8 +3,10 @@
 PPO and DQN (control="stop") or PPO and MaskablePPO (either mode; MaskablePPO reads the env's
 `action_masks()`) train on workload seeds >= 10000 and are evaluated on held-out seeds (the
 paper's five) through the same env as heuristic baselines: EvalStop-2 and NoStop over the base
-scheduler. The table of mean episode reward and paper metrics is printed and written, with the
-per-seed rows, as results.csv and results.json beside the model. Needs the `rl` extra.
+scheduler. The table of episode reward and paper metrics (mean ± 95% t CI over the held-out
+seeds) is printed; the per-seed rows and the means are written as results.csv and results.json
+beside the model, in `runs/<algo>_<control>` unless --out says otherwise, so two algorithms never
+share a folder. Needs the `rl` extra.
 
 Command behind the published figures (120k env steps):
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,21 +35,35 @@ from evalstop_gym.experiment import PAPER_SEEDS
 
 from . import durable
 from .cli import UsageError, check_output, parse_overrides
+from .tables import fmt_ci
 
 log = logging.getLogger(__name__)
 ALGOS = ("ppo", "dqn", "maskable_ppo")
 CONTROLS = ("stop", "full")
 COLUMNS = ("reward", "jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped",
            "quality_regret", "ttfuc")
-PRINTED = (("reward", "reward", 1.0), ("JCT", "jct", 1.0), ("wasted%", "wasted_frac", 100.0),
-           ("prec%", "precision", 100.0), ("recall%", "recall", 100.0), ("FPR%", "fpr", 100.0),
-           ("stopped", "n_stopped", 1.0), ("regret", "quality_regret", 1.0),
-           ("TTFUC", "ttfuc", 1.0))
+# (title, column, scale, decimals) of the printed table, which fits WIDTH characters;
+# results.csv and results.json keep every column of COLUMNS
+PRINTED = (("reward", "reward", 1.0, 1), ("JCT", "jct", 1.0, 0),
+           ("wasted%", "wasted_frac", 100.0, 1), ("prec%", "precision", 100.0, 1),
+           ("recall%", "recall", 100.0, 1), ("FPR%", "fpr", 100.0, 1),
+           ("stopped", "n_stopped", 1.0, 1))
+WIDTH = 100
 ENV_ID = "EvalStopCluster-v0"
 MAX_SEED = 2**32 - 1   # numpy's and torch's largest seed
 
 
+class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each option's default, where it has one (not None, not a flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = DefaultsHelp
     p.add_argument("--algo", choices=ALGOS, default="ppo",
                    help="learning algorithm (dqn: control=stop only)")
     p.add_argument("--control", choices=CONTROLS, default="stop",
@@ -62,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=10_000,
                    help="training seed: torch, SB3 and env i's first workload seed (seed + i)")
     p.add_argument("--eval-seeds", type=int, nargs="+", default=list(PAPER_SEEDS),
-                   help="held-out workload seeds the table is scored on (default: the paper's)")
+                   help="held-out workload seeds the table is scored on: the paper's")
     p.add_argument("--baselines", nargs="*", default=["NoStop", "EvalStop-2"],
                    help="heuristic detectors scored beside the model through the same env")
     p.add_argument("--max-jobs", type=int, default=64, help="table rows in control=full")
@@ -70,9 +87,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPU threads for torch (small MLPs run fastest on one)")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="override a config value in training and eval envs (repeatable)")
-    p.add_argument("--out", default="runs/ppo_stop",
-                   help="folder for the model, results.csv and results.json")
+    p.add_argument("--out", default=None,
+                   help="folder for the model, results.csv and results.json (default: "
+                        "runs/ALGO_CONTROL, e.g. runs/dqn_stop)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def default_out(args: argparse.Namespace) -> str:
+    """Each algorithm and control mode has a folder of its own: runs/ppo_stop, runs/dqn_stop."""
+    return f"runs/{args.algo}_{args.control}"
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -117,6 +140,22 @@ def make_model(args: argparse.Namespace, venv: Any) -> Any:
     return PPO("MultiInputPolicy", venv, **ppo)
 
 
+def planned_timesteps(model: Any, total: int) -> int:
+    """The env steps `model.learn(total)` takes: SB3 checks `total` only between rollouts (PPO:
+    n_steps per env; DQN: train_freq steps per env), so it runs up to the next multiple."""
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+    from stable_baselines3.common.type_aliases import TrainFrequencyUnit
+
+    if isinstance(model, OnPolicyAlgorithm):
+        per_env = model.n_steps
+    elif model.train_freq.unit == TrainFrequencyUnit.STEP:
+        per_env = model.train_freq.frequency
+    else:   # per episode: not known in advance
+        return total
+    chunk = per_env * model.n_envs
+    return math.ceil(total / chunk) * chunk
+
+
 def train(args: argparse.Namespace) -> Any:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
@@ -129,9 +168,10 @@ def train(args: argparse.Namespace) -> Any:
     venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=0.99)
     model = make_model(args, venv)
     start = time.perf_counter()
+    steps = planned_timesteps(model, args.total_timesteps)
     model.learn(total_timesteps=args.total_timesteps, callback=[
-        EpisodeMetricsCallback(), ProgressBarCallback(args.total_timesteps, args.no_progress)])
-    log.info("trained %s for %d steps in %.0f s", args.algo, args.total_timesteps,
+        EpisodeMetricsCallback(), ProgressBarCallback(steps, args.no_progress)])
+    log.info("trained %s for %d steps in %.0f s", args.algo, model.num_timesteps,
              time.perf_counter() - start)
     return model
 
@@ -190,19 +230,32 @@ def evaluate(args: argparse.Namespace, model: Any) -> dict[str, list[dict[str, f
     return results
 
 
+def per_seed(results: dict[str, list[dict[str, float]]]) -> pd.DataFrame:
+    """One row per policy and held-out seed."""
+    frames = [pd.DataFrame(rows).assign(policy=name) for name, rows in results.items()]
+    return pd.concat(frames, ignore_index=True)
+
+
 def table(results: dict[str, list[dict[str, float]]]) -> pd.DataFrame:
     """Mean over held-out seeds, one row per policy."""
-    frames = [pd.DataFrame(rows).assign(policy=name) for name, rows in results.items()]
-    df = pd.concat(frames, ignore_index=True)
-    return df.groupby("policy", sort=False)[list(COLUMNS)].mean()
+    return per_seed(results).groupby("policy", sort=False)[list(COLUMNS)].mean()
 
 
-def terminal_table(summary: pd.DataFrame) -> str:
-    """The mean table with short headings and fractions as percentages (fits 100 columns)."""
-    shown = pd.DataFrame(index=summary.index)
-    for title, column, scale in PRINTED:
-        shown[title] = summary[column] * scale
-    return shown.to_string(float_format=lambda v: f"{v:.1f}")
+def terminal_table(results: dict[str, list[dict[str, float]]]) -> str:
+    """Mean ± 95% t CI over the held-out seeds per policy, as in the experiments' tables (short
+    headings, fractions as percentages, '–' where a metric is undefined: precision without a
+    stop), then a line saying so."""
+    rows = per_seed(results)
+    shown = pd.DataFrame({title: {policy: fmt_ci(group[column].astype(float).tolist(), scale,
+                                                 decimals).replace(" ± ", "±")
+                                  for policy, group in rows.groupby("policy", sort=False)}
+                          for title, column, scale, decimals in PRINTED})
+    excess = max(map(len, shown.to_string().splitlines())) - WIDTH
+    room = max(12, max(map(len, shown.index)) - excess)   # long names cut with '…' to fit
+    shown.index = [p if len(p) <= room else p[:room - 1] + "…" for p in shown.index]
+    seeds = rows["seed"].nunique()
+    return (f"{shown.to_string()}\nmean ± 95% CI (t) over {seeds} held-out seed(s); "
+            "– where undefined; regret, TTFUC: results.csv")
 
 
 def save(args: argparse.Namespace, model: Any, results: dict, summary: pd.DataFrame) -> Path:
@@ -220,6 +273,7 @@ def save(args: argparse.Namespace, model: Any, results: dict, summary: pd.DataFr
 
 
 def main(args: argparse.Namespace) -> int:
+    args.out = default_out(args) if args.out is None else args.out
     check_args(args)
     try:   # a bad --config, --set or base scheduler fails before any training
         gym.make(ENV_ID, **env_kwargs(args)).close()
@@ -237,7 +291,7 @@ def main(args: argparse.Namespace) -> int:
     results = evaluate(args, model)
     summary = table(results)
     path = save(args, model, results, summary)
-    print(terminal_table(summary))
+    print(terminal_table(results))
     scorable = args.control == "stop"   # what `model:` loads: a detector, not a scheduler
     score = (f"; score it with: evalstop-bench run {args.config} --policy "
              f"'model:{path}+{args.base_scheduler}'" if scorable else "")

@@ -164,7 +164,7 @@ def test_two_concurrent_sweeps_on_one_out_lose_no_run_and_corrupt_no_file(tmp_pa
     assert [p.returncode for p in (first, second)] == [0, 0], (results, second_err.read_text())
     assert "12 runs (12 new)" in results[0][0] and "12 runs (0 new)" in results[1][0]
     for name in ("runs.csv", "jobs.csv", "summary.csv", "table.md"):
-        for folder in ("", "durable"):
+        for folder in ("", "durable")[name == "jobs.csv":]:   # job records: per experiment
             a = (reference[1] / folder / name).read_bytes()
             assert (out / folder / name).read_bytes() == a, f"{folder}/{name}"
     assert len(list((out / "durable" / "runs").glob("*.json"))) == 12

@@ -115,7 +115,7 @@ def test_the_cli_isolate_flag_writes_the_same_runs(tmp_path, monkeypatch):
     assert cli.main(["run", str(exp), "--out", str(tmp_path / "plain")]) == 0
     assert cli.main(["run", str(exp), "--out", str(tmp_path / "isolated"), "--isolate"]) == 0
     for name in ("runs.csv", "jobs.csv"):
-        plain, isolated = (tmp_path / d / name for d in ("plain", "isolated"))
+        plain, isolated = (tmp_path / d / "iso" / name for d in ("plain", "isolated"))
         assert plain.read_bytes() == isolated.read_bytes()
 
 

@@ -33,3 +33,16 @@ def test_one_row_per_trained_model_and_the_baselines_once(tmp_path):
     assert text.count("| EvalStop-2+SRTF-Est |") == 1
     assert "--algo dqn --total-timesteps 1000 --seed 8" in text
     assert learned_section([tmp_path / "missing"]) == ""
+
+
+def test_the_training_command_carries_every_option_that_changes_the_results():
+    """A control=full run on another platform is reproduced by its command, not by PPO's."""
+    from evalstop_gym.benchmarks.learned_report import training_command
+
+    args = {"algo": "maskable_ppo", "total_timesteps": 500, "seed": 3, "out": "runs/my run",
+            "control": "full", "config": "e1", "base_scheduler": "SRTF-Est", "n_envs": 2,
+            "eval_seeds": [1, 2], "overrides": ["workload.n_jobs=8"], "no_progress": True}
+    assert training_command(args) == (
+        "evalstop-bench train --algo maskable_ppo --total-timesteps 500 --seed 3 "
+        "--out 'runs/my run' --control full --config e1 --eval-seeds 1 2 "
+        "--set workload.n_jobs=8")

@@ -127,7 +127,8 @@ def test_a_private_sweep_records_the_secrets_fingerprint_and_draws_other_jobs(tm
     text = run_file.read_text()
     assert json.loads(text)["private_seed"] == SeedSecret("sweep secret").fingerprint
     assert "sweep secret" not in text
-    plain, private = ((tmp_path / d / "jobs.csv").read_text() for d in ("plain", "private"))
+    plain, private = ((tmp_path / d / "snoop" / "jobs.csv").read_text()
+                      for d in ("plain", "private"))
     assert plain != private
 
 

@@ -127,7 +127,7 @@ def test_two_sweeps_with_one_seed_write_identical_runs_csv(tmp_path):
     exp = str(tiny_yaml(tmp_path))
     for out in ("a", "b"):
         assert cli.main(["run", exp, "--out", str(tmp_path / out), "--seeds", "7"]) == 0
-    for name in ("runs.csv", "jobs.csv", "summary.csv"):
+    for name in ("runs.csv", "tiny/jobs.csv", "summary.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 

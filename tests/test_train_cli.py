@@ -104,3 +104,90 @@ def test_episode_resets_the_agent_after_the_env():
     for seed in (5, 6):
         train.episode(Env(), seed, lambda o, i: 0, start=lambda: calls.append("agent"))
     assert calls == [("env", 5), "agent", ("env", 6), "agent"]
+
+
+def test_dqn_without_out_writes_its_own_folder_and_a_table_with_cis(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Each algorithm has a default folder of its own: a DQN run leaves PPO's results alone.
+    The table is mean ± 95% CI over the held-out seeds, '–' where a metric is undefined."""
+    monkeypatch.chdir(tmp_path)
+    ppo = tmp_path / "runs" / "ppo_stop"
+    ppo.mkdir(parents=True)
+    (ppo / "results.csv").write_text("PPO's\n")
+    assert cli.main(["train", "--algo", "dqn", *TINY]) == 0
+    assert (tmp_path / "runs" / "dqn_stop" / "dqn_stop.zip").is_file()
+    assert (tmp_path / "runs" / "dqn_stop" / "results.csv").is_file()
+    assert (ppo / "results.csv").read_text() == "PPO's\n"
+    printed = capsys.readouterr().out
+    table = printed.split("model:")[0]
+    assert "NaN" not in table and "nan" not in table
+    no_stop = next(line for line in table.splitlines() if line.startswith("NoStop"))
+    assert "–" in no_stop   # precision of a policy that never stops
+    assert "±" in table and "95% CI" in table and "2 held-out seed(s)" in table
+    assert "model: runs/dqn_stop/dqn_stop.zip" in printed
+
+
+def test_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 120000)" in text and "(default: ppo)" in text
+    assert "(default: runs/ALGO_CONTROL" in text and "(default: None)" not in text
+
+
+class Recording:
+    """The progress bar's last position and total, kept when training ends."""
+
+    seen: list = []
+
+    @classmethod
+    def wrap(cls, base):
+        class Bar(base):
+            def _on_training_end(self):
+                cls.seen.append((self.bar.n, self.bar.total, self.model.num_timesteps))
+                super()._on_training_end()
+        return Bar
+
+
+def test_the_progress_bar_ends_at_its_total(monkeypatch, tmp_path):
+    """SB3 stops only between rollouts (DQN: 4 steps per env), so 101 steps on 2 envs run 104:
+    the bar's total is what runs, never overshot."""
+    from evalstop_gym.env import sb3
+
+    monkeypatch.setattr(sb3, "ProgressBarCallback", Recording.wrap(sb3.ProgressBarCallback))
+    Recording.seen.clear()
+    argv = ["train", "--algo", "dqn", "--total-timesteps", "101", "--n-envs", "2",
+            "--eval-seeds", "1", "--set", "workload.n_jobs=8", "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    assert Recording.seen == [(104, 104, 104)]
+
+
+def test_planned_steps_round_up_to_whole_rollouts():
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from evalstop_gym.benchmarks import train
+
+    venv = DummyVecEnv([lambda: gym.make(train.ENV_ID, overrides={"workload.n_jobs": 8})] * 2)
+    model = PPO("MultiInputPolicy", venv, n_steps=1024, batch_size=64, device="cpu")
+    assert train.planned_timesteps(model, 3000) == 4096
+    assert train.planned_timesteps(model, 2048) == 2048
+
+
+def test_the_rl_extra_brings_tensorboard_for_sb3s_log(tmp_path):
+    """README's SB3 snippet with `tensorboard_log=`: the `rl` extra installs what it needs."""
+    from pathlib import Path
+
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    tomllib = pytest.importorskip("tomllib")   # Python >= 3.11
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    rl = project["project"]["optional-dependencies"]["rl"]
+    assert any(req.startswith("tensorboard") for req in rl), rl
+    env = gym.make("EvalStopCluster-v0", overrides={"workload.n_jobs": 8})
+    model = PPO("MultiInputPolicy", env, n_steps=16, batch_size=16, n_epochs=1, device="cpu",
+                tensorboard_log=str(tmp_path))
+    model.learn(16)
+    assert list(tmp_path.rglob("events.out.tfevents.*"))
