@@ -37,3 +37,17 @@ def e2_config() -> SimConfig:
 def small_config() -> SimConfig:
     """60 jobs on 24 GPUs: every code path (queueing, preemption, stops) in well under a second."""
     return load_sim_config(overrides={"workload.n_jobs": 60, "cluster.gpus": 24})
+
+
+@pytest.fixture(autouse=True)
+def registry_restored():
+    """Names a test registers (a user's detector or base, through --import or in process) are
+    gone after it, so no later test sees them among the package's own."""
+    from evalstop_gym.policies import registry
+
+    saved = [(table, dict(table)) for table in (registry.BASES, registry.DETECTORS,
+                                                 registry.USAGE)]
+    yield
+    for table, before in saved:
+        table.clear()
+        table.update(before)
