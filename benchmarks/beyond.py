@@ -433,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--root", type=Path, default=Path("."), help="where BEYOND.md is written")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from .cli import UsageError, check_output
+    from .usage import UsageError, check_output
 
     try:
         check_output(args.root / "BEYOND.md", "--root", "file")

@@ -273,7 +273,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .cli import UsageError, check_output
+    from .usage import UsageError, check_output
 
     if args.trials < 1 or (args.n_jobs is not None and args.n_jobs < 1):
         raise UsageError("--trials and --n-jobs must be at least 1")

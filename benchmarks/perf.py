@@ -417,7 +417,7 @@ def write_markdown(lines: list[str], quick: bool, path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .cli import check_output
+    from .usage import check_output
 
     check_output(args.out, "--out", "dir")   # before the minutes of measuring, not after
     if not args.no_markdown:

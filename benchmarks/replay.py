@@ -257,7 +257,7 @@ def main(args: argparse.Namespace) -> int:
     """Print the replay table; 2 on a bad log or detector name (the message says which)."""
     from tqdm import tqdm
 
-    from .cli import UsageError, check_output
+    from .usage import UsageError, check_output
 
     if args.csv:
         check_output(args.csv, "--csv", "file", args.logs)

@@ -38,7 +38,7 @@ LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/ppo_stop_seed20000"),
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .cli import add_sweep_arguments
+    from .sweep_command import add_sweep_arguments
 
     add_sweep_arguments(p, "results")
     p.add_argument("--reproduction", default="REPRODUCTION.md",
@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_outputs(args: argparse.Namespace) -> None:
     """REPRODUCTION.md, and BEYOND.md and figures/ beside it, writable before any run starts."""
-    from .cli import check_output
+    from .usage import check_output
 
     inputs = [*(Path(d) / "results.csv" for d in args.learned),
               *(Path(d) / "calibration.md" for d in args.calibration or ())]
@@ -232,7 +232,7 @@ def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace,
     `root`/BEYOND.md from them; philly only if the trace exists. Returns the files written
     under `root` (BEYOND.md and its figures)."""
     from .beyond import write_beyond
-    from .cli import run_options
+    from .sweep_command import run_options
 
     folders = {}
     for name in BEYOND:
@@ -248,7 +248,8 @@ def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace,
 
 
 def main(args: argparse.Namespace) -> int:
-    from .cli import check_sweep_args, parse_overrides, run_options
+    from .usage import parse_overrides
+    from .sweep_command import check_sweep_args, run_options
 
     check_sweep_args(args)
     out, overrides = Path(args.out), parse_overrides(args.overrides)

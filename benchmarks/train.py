@@ -34,7 +34,7 @@ from evalstop_gym.env.arguments import MAX_TABLE_ROWS
 from evalstop_gym.experiment import PAPER_SEEDS
 
 from . import durable
-from .cli import UsageError, check_output, parse_overrides
+from .usage import UsageError, check_output, parse_overrides
 from .tables import fmt_ci
 
 log = logging.getLogger(__name__)

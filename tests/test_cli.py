@@ -255,14 +255,9 @@ def test_a_subcommands_help_imports_only_that_subcommand():
                          "torch", "stable_baselines3"}
 
 
-def test_sweep_helpers_work_when_called_from_another_module(tmp_path):
-    """report.py calls cli's sweep helpers directly: they bind what they need on first use."""
-    import subprocess
-
-    code = ("import argparse\nfrom evalstop_gym.benchmarks import cli\n"
-            "p = argparse.ArgumentParser()\ncli.add_sweep_arguments(p, 'results')\n"
-            f"args = p.parse_args(['--out', {str(tmp_path / 'o')!r}])\ncli.check_sweep_args(args)\n"
-            "print(cli.resolve(['all'])[:2], cli.BACKENDS[0])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['e1', 'e2'] loky"
+def test_run_s_help_imports_the_sweep_machinery_but_no_learning_library():
+    code = ("from evalstop_gym.benchmarks import cli\ntry:\n    cli.main(['run', '--help'])\n"
+            "except SystemExit:\n    pass")
+    loaded = modules_after(code)
+    assert {"evalstop_gym.benchmarks.pipeline", "evalstop_gym.benchmarks.runner"} <= loaded
+    assert not loaded & {"torch", "stable_baselines3", "evalstop_gym.benchmarks.report"}

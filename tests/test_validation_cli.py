@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalstop_gym.benchmarks import cli, pipeline, runner
-from evalstop_gym.benchmarks.cli import parse_overrides
+from evalstop_gym.benchmarks import cli, pipeline, runner, sweep_command
+from evalstop_gym.benchmarks.usage import parse_overrides
 
 
 def one_line_error(capsys) -> str:
@@ -79,7 +79,7 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch, tmp_path):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(cli, "prepare", broken)
+    monkeypatch.setattr(sweep_command, "prepare", broken)
     with pytest.raises(ZeroDivisionError, match="a bug"):
         cli.main(["run", "e2", "--out", str(tmp_path)])
 

@@ -101,7 +101,7 @@ def check_out(out: Path) -> Path:
     import evalstop_gym
     import evalstop_gym.policies
 
-    from ..cli import UsageError, check_output
+    from ..usage import UsageError, check_output
 
     resolved = Path(out).resolve()
     roots = [Path(str(m.__file__)).resolve().parent
