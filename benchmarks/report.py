@@ -248,8 +248,8 @@ def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace,
 
 
 def main(args: argparse.Namespace) -> int:
-    from .usage import parse_overrides
     from .sweep_command import check_sweep_args, run_options
+    from .usage import parse_overrides
 
     check_sweep_args(args)
     out, overrides = Path(args.out), parse_overrides(args.overrides)

@@ -34,8 +34,8 @@ from evalstop_gym.env.arguments import MAX_TABLE_ROWS
 from evalstop_gym.experiment import PAPER_SEEDS
 
 from . import durable
-from .usage import UsageError, check_output, parse_overrides
 from .tables import fmt_ci
+from .usage import UsageError, check_output, parse_overrides
 
 log = logging.getLogger(__name__)
 ALGOS = ("ppo", "dqn", "maskable_ppo")
