@@ -9,14 +9,17 @@ high best, a low latest) never decides alone.
 The t is turned into a per-look p-value p_n with Student's t at the noise estimate's degrees of
 freedom (that only balances looks of different df; the guarantee comes from the threshold).
 
-The threshold, by simulation. Under the null (a flat true curve, i.i.d. Gaussian noise) the
-whole procedure, noise estimate included, is simulated for H looks (`null_min_p`: a fixed seed,
-memoised per (looks, prior df) on first use, a fraction of a second for tens of looks), and the
-stop threshold q is the alpha-quantile of min_n p_n over those paths, taken 1.5 Monte Carlo
-standard errors below alpha. A run is stopped at the first look with p_n < q, so a run whose
-true curve is flat is stopped with probability at most alpha over its whole life: no union bound
-over looks. A rising or plateauing curve only moves the best earlier and the latest evals up,
-which lowers the evidence (the property tests check flat and plateau curves at 5..300 looks).
+The threshold, by simulation (`trend_null`). Under the null (a flat true curve, i.i.d.
+Gaussian noise) the whole procedure, noise estimate included, is simulated (a fixed seed, one
+simulation per prior df, extended look by look as far as asked and memoised), and the stop
+threshold q is the largest whose simulated probability that min_n p_n < q, plus 1.5 Monte Carlo
+standard errors, stays within alpha. A run is stopped at the first look with p_n < q, so a run
+whose true curve is flat is stopped with probability at most alpha over its whole life: exactly
+calibrated to `EXACT_LOOKS` (256) looks, and past them by a union bound over blocks of 128 looks,
+each charged the simulated rate of looks 129..256 (the simulation, its memory and a threshold's
+cost stop growing there; `trend_null` says why later blocks are no busier). A rising or
+plateauing curve only moves the best earlier and the latest evals up, which lowers the evidence
+(the property tests check flat and plateau curves at 5..2000 looks).
 H is the run's number of evals, read off progress (the largest i / p_i so far, rounded up to a
 grid, so a guess too high only makes the test stricter); without usable progress, looks 1..8,
 9..16, 17..32, ... spend alpha/2, alpha/4, ... of the budget, each at the threshold of its
@@ -47,7 +50,6 @@ Name: `TrendTest-<alpha>`, e.g. `TrendTest-0.05`.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -61,101 +63,13 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, stop
 from .registry import register_detector
+from .trend_null import MIN_EVALS, loo_trend_t, satterthwaite_df, segment, threshold
 
 Floats = Sequence[float] | np.ndarray   # an eval history: a view's tuple or an array
 
-MIN_EVALS = 4            # two second differences for the noise, a segment of three
-MIN_SEGMENT = 3          # a slope with one eval left out needs two
-CLIP = 2.5               # how far (in sigma) one eval may pull the trend of the others
-WINDOW = 32              # the segment's longest reach back (keeps a look O(WINDOW))
 PRIOR_DF_BINS = (0, 16, 64, 256)
 MIN_RHO_PAIRS = 20
-PATHS = 8000             # null paths per calibration (half that past 64 looks: a look costs more)
-SEED = 20_261_201
 MIN_PEER_RUNS = 3        # runs before the group's noise is a prior
-
-
-def satterthwaite_df(k: int) -> float:
-    """Degrees of freedom of the mean square of k second differences of i.i.d. noise (they
-    correlate -4/6 at lag 1 and 1/6 at lag 2)."""
-    return k * k / (k + 2.0 * (k - 1) * (16.0 / 36.0) + 2.0 * max(k - 2, 0) * (1.0 / 36.0))
-
-
-def horizon_grid(n: int) -> int:
-    """`n` rounded up to the calibration grid: exact to 24, then steps of an eighth of a power
-    of two (a few tables serve every run)."""
-    if n <= 24:
-        return max(n, MIN_EVALS)
-    step = 2 ** (math.floor(math.log2(n)) - 3)
-    return int(math.ceil(n / step) * step)
-
-
-def loo_trend_t(values: np.ndarray, valid: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Per row: the decline's t (-slope sqrt(Sxx) / sigma) with each eval in turn pulled to
-    within CLIP sigma of the line through the others, the least of those; rows with fewer than
-    MIN_SEGMENT values give -inf. `values` (rows x width) hold each segment right-aligned,
-    `valid` marks its cells, `sigma` is each row's noise estimate."""
-    w = valid.astype(float)
-    x = np.arange(values.shape[1], dtype=float) - values.shape[1]
-    y = np.where(valid, values, 0.0)
-    s0, sx, sy = w.sum(1, keepdims=True), (w * x).sum(1, keepdims=True), y.sum(1, keepdims=True)
-    sxx, sxy = (w * x * x).sum(1, keepdims=True), (y * x).sum(1, keepdims=True)
-    n1, sx1, sy1, sxx1, sxy1 = s0 - 1.0, sx - x, sy - y, sxx - x * x, sxy - x * y
-    cxx = sxx - sx * sx / s0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope1 = (sxy1 - sx1 * sy1 / n1) / (sxx1 - sx1 * sx1 / n1)
-        line = (sy1 - slope1 * sx1) / n1 + slope1 * x     # the others' line at the left-out x
-        bound = CLIP * sigma[:, None]
-        pulled = line + np.clip(y - line, -bound, bound)
-        slope = (sxy1 + x * pulled - sx * (sy1 + pulled) / s0) / cxx
-        t = -slope * np.sqrt(cxx) / sigma[:, None]
-    t = np.where(valid & np.isfinite(t), t, np.inf).min(1)
-    return np.where(s0[:, 0] >= MIN_SEGMENT, t, -np.inf)
-
-
-def segment(scores: np.ndarray, n: int, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows' evals start..n-1 (start at most WINDOW back), right-aligned in a WINDOW-wide array."""
-    width = min(WINDOW, n)
-    pos = n - width + np.arange(width)
-    valid = pos[None, :] >= np.maximum(start, n - width)[:, None]
-    return scores[:, pos], valid
-
-
-@functools.lru_cache(maxsize=64)
-def null_min_p(looks: int, prior_df: int) -> np.ndarray:
-    """Sorted min over looks of p_n on PATHS flat-curve runs of `looks` evals (sigma 1), the
-    prior's variance drawn as chi2(d0) / d0: the distribution the threshold is read from."""
-    m = paths(looks)
-    rng = np.random.default_rng([SEED, looks, prior_df])
-    y = rng.standard_normal((m, looks))
-    s0 = rng.chisquare(prior_df, m) / prior_df if prior_df else np.zeros(m)
-    d2 = np.zeros(m)
-    best = np.zeros(m, dtype=int)
-    min_p = np.ones(m)
-    for n in range(1, looks + 1):
-        best = np.where(y[:, n - 1] > y[np.arange(m), best], n - 1, best)
-        if n >= 3:
-            d2 += (y[:, n - 1] - 2.0 * y[:, n - 2] + y[:, n - 3]) ** 2
-        if n < MIN_EVALS:
-            continue
-        nu = satterthwaite_df(n - 2)
-        var = (prior_df * s0 + nu * d2 / (6.0 * (n - 2))) / (prior_df + nu)
-        t = loo_trend_t(*segment(y, n, best), np.sqrt(var))
-        min_p = np.minimum(min_p, stdtr(prior_df + nu, -t))
-    return np.sort(min_p)
-
-
-def threshold(looks: int, prior_df: int, alpha: float) -> float:
-    """The p-value below which a run of `looks` evals is stopped (see the module docstring)."""
-    table = null_min_p(horizon_grid(looks), prior_df)
-    m = len(table)
-    level = max(alpha / 2.0, alpha - 1.5 * math.sqrt(alpha * (1.0 - alpha) / m))
-    k = int(math.floor(level * m))
-    return float(table[k - 1]) if k >= 1 else 0.0
-
-
-def paths(looks: int) -> int:
-    return PATHS if looks <= 64 else PATHS // 2
 
 
 def ar1_factor(rho: float, length: int) -> float:

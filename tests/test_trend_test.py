@@ -12,12 +12,20 @@ from test_decline_test import first_stop, grid, view  # one copy of the replay h
 
 from evalstop_gym.online import MonitorGroup, RunMonitor
 from evalstop_gym.policies import make_detector, parse_policy
+from evalstop_gym.policies.trend_null import (
+    EXACT_LOOKS,
+    PATHS,
+    WINDOW,
+    NullPaths,
+    null_min_p,
+    null_paths,
+    threshold,
+)
 from evalstop_gym.policies.trend_test import (
+    MIN_RHO_PAIRS,
     TrendTest,
     horizon,
-    null_min_p,
     rho_from_lags,
-    threshold,
     trend_evidence,
 )
 
@@ -51,6 +59,48 @@ def test_false_stops_of_healthy_runs_stay_within_alpha(n_evals: int, n_runs: int
     stopped = sum(first_stop(detector, run, grid(n_evals)) is not None for run in runs)
     p = stats.binomtest(stopped, n_runs, alpha, alternative="greater").pvalue
     assert p > 1e-3, f"{stopped}/{n_runs} healthy runs of {n_evals} evals stopped"
+
+
+@pytest.mark.parametrize("shape", ["flat", "plateau"])
+def test_false_stops_stay_within_alpha_over_2000_looks(shape: str) -> None:
+    """Past the exact horizons (a union bound over blocks): fresh flat and rising-then-plateauing
+    runs of 2000 evals (the detector's statistic, vectorised, on paths of another seed) are
+    stopped at most alpha of the time, up to binomial sampling error."""
+    alpha, looks, runs = 0.05, 2000, 1000
+    rng = np.random.default_rng(11)
+    knee, gain = rng.uniform(0.05, 0.9, runs), rng.uniform(0.0, 5.0, runs)
+    mean = None if shape == "flat" else (lambda n: gain * np.minimum(n / looks / knee, 1.0))
+    fresh = NullPaths(0, seed=424_242, paths=runs, max_looks=looks, mean=mean)
+    fresh.extend(looks)
+    stopped = int((fresh.min_p < threshold(looks, 0, alpha)).sum())
+    assert stats.binomtest(stopped, runs, alpha, alternative="greater").pvalue > 1e-3, stopped
+
+
+def test_the_vectorised_null_statistic_is_the_detectors() -> None:
+    """What the calibration simulates is what the detector computes, look by look: equal while
+    the run is too short to see rho, and after that the detector's AR(1) widening (which the
+    i.i.d. calibration leaves out) only raises its p-values."""
+    looks, runs, seen = 40, 30, MIN_RHO_PAIRS + 3      # rho_hat needs MIN_RHO_PAIRS triples
+    y = np.array([np.random.default_rng([5, 0, n]).standard_normal(runs)
+                  for n in range(1, looks + 1)]).T
+    for last in (seen, looks):
+        fresh = NullPaths(0, seed=5, paths=runs, max_looks=last)
+        fresh.extend(last)
+        for row, min_p in zip(y, fresh.min_p, strict=True):
+            ps = [trend_evidence(row[:n], grid(looks)[:n], 0.05).p for n in range(4, last + 1)]
+            if last == seen:
+                assert min(ps) == pytest.approx(min_p, rel=1e-9)
+            else:
+                assert min(ps) >= min_p * (1.0 - 1e-9)
+
+
+def test_calibration_cost_stops_growing_past_the_exact_horizons() -> None:
+    """Thresholds for 1k..1M looks simulate no further than EXACT_LOOKS and keep PATHS x WINDOW
+    evals; they fall with the looks (a longer life spends alpha more thinly), to 0 at most."""
+    qs = [threshold(n, 0, 0.05) for n in (EXACT_LOOKS, 1_000, 10_000, 1_000_000)]
+    null = null_paths(0)
+    assert null.looks == EXACT_LOOKS and null.last.shape == (PATHS, WINDOW)
+    assert qs[0] > qs[1] > qs[2] >= qs[3] >= 0.0
 
 
 def test_the_threshold_holds_the_budget_on_fresh_null_paths() -> None:
@@ -89,7 +139,7 @@ def test_decisions_do_not_depend_on_the_metrics_units(scale: float) -> None:
 
 def test_calibration_is_deterministic_and_memoised() -> None:
     a = null_min_p(9, 16)
-    null_min_p.cache_clear()
+    null_paths.cache_clear()
     b = null_min_p(9, 16)
     assert np.array_equal(a, b) and a is not b and null_min_p(9, 16) is b
     assert threshold(9, 16, 0.01) < threshold(9, 16, 0.05)
