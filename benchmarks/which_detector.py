@@ -1,7 +1,7 @@
 """Which detector should be the default? Every candidate on E2 and on the corpus's healthy runs.
 
     python -m evalstop_gym.benchmarks.which_detector [--out DIR] [--seeds 42 123 ...]
-        [--n-jobs 2] [--beyond BEYOND.md] [--quick]
+        [--n-jobs 2] [--beyond BEYOND.md] [--quick] [--trend-cost]
 
 Simulated: E2 (SRTF-Est base) at eval noise sigma 0.05 (Gaussian) and under AR(1) rho 0.5 sigma
 0.1, with evals every 5%, 10%, 15% and at the corpus's native density (1/60), per detector:
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ NOISES = {"gauss": {"noise.model": "gaussian", "noise.sigma": 0.05},
 SEEDS = (42, 123, 456, 789, 1024)
 MAX_CORPUS_FALSE_STOPS = 0.02
 MAX_AR1_FPR = 0.05
+COST_SIZES = (1_000, 10_000)
 START, END = "<!-- which-detector:start -->", "<!-- which-detector:end -->"
 
 
@@ -171,6 +173,41 @@ def replace_section(text: str, section: str) -> str:
     return text.rstrip("\n") + "\n\n" + section
 
 
+def trend_cost(sizes: Sequence[int] = COST_SIZES) -> pd.DataFrame:
+    """What TrendTest costs on a live run of n evals (a RunMonitor fed a rising curve, so every
+    eval is judged): the calibration from cold (seconds, tracemalloc peak MB) and then the
+    monitor's updates (microseconds per eval, peak MB). Printed by `--trend-cost`; not a test:
+    the rates move on a shared machine, the memory does not."""
+    import time
+    import tracemalloc
+
+    from evalstop_gym.online import RunMonitor
+    from evalstop_gym.policies.trend_null import grid_threshold, null_paths
+
+    rows = []
+    for n in sizes:
+        null_paths.cache_clear()
+        grid_threshold.cache_clear()
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        monitor = RunMonitor("TrendTest-0.05", mode="max", max_steps=n)
+        monitor.update(1, 0.0)
+        for i in range(2, 5):            # the first judged eval calibrates for n looks
+            monitor.update(i, 0.001 * i)
+        calibrate = time.perf_counter() - t0
+        cal_peak = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.reset_peak()
+        t1 = time.perf_counter()
+        for i in range(5, n + 1):
+            monitor.update(i, 0.001 * i + 0.0001 * math.sin(i))
+        per_eval = (time.perf_counter() - t1) / max(n - 4, 1)
+        rows.append({"evals": n, "calibration_s": calibrate, "calibration_peak_mb": cal_peak,
+                     "us_per_eval": 1e6 * per_eval,
+                     "monitor_peak_mb": tracemalloc.get_traced_memory()[1] / 1e6})
+        tracemalloc.stop()
+    return pd.DataFrame(rows)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m evalstop_gym.benchmarks.which_detector",
                                 description=__doc__.split("\n")[0])
@@ -180,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n-jobs", type=int, default=1, help="parallel runs (joblib), >= 1")
     p.add_argument("--detectors", nargs="+", default=list(DETECTORS))
     p.add_argument("--beyond", type=Path, help="BEYOND.md to write the section into")
+    p.add_argument("--trend-cost", action="store_true",
+                   help="print TrendTest's cost on live runs of 1k and 10k evals, and exit")
     p.add_argument("--quick", action="store_true",
                    help="tiny settings for tests: 40 jobs, 3 healthy corpus runs per family")
     args = p.parse_args(argv)
@@ -190,6 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.detectors:
         make_detector(name)   # a bad name fails here, in one line, before any run
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.trend_cost:
+        log.info("%s", trend_cost().to_string(index=False, float_format="%.3g"))
+        return 0
     overrides = {"workload.n_jobs": 40} if args.quick else {}
     corpus_runs = 3 if args.quick else None
     sim, corpus = measure(args.detectors, args.seeds, args.n_jobs, overrides, corpus_runs)

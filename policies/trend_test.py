@@ -63,7 +63,7 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, stop
 from .registry import register_detector
-from .trend_null import MIN_EVALS, loo_trend_t, satterthwaite_df, segment, threshold
+from .trend_null import MIN_EVALS, WINDOW, loo_trend_t, satterthwaite_df, segment, threshold
 
 Floats = Sequence[float] | np.ndarray   # an eval history: a view's tuple or an array
 
@@ -159,16 +159,15 @@ def trend_evidence(scores: Floats, progress: Floats, alpha: float,
     n = len(s)
     if n < MIN_EVALS:
         return None
-    d = np.diff(s, n=2)
+    best_at, ssq, own_lags = series_stats(scores)
     nu = satterthwaite_df(n - 2)
     s0, d0 = peers.prior() if peers is not None else (0.0, 0)
-    var = (d0 * s0 + nu * float(d @ d) / (6.0 * (n - 2))) / (d0 + nu)
+    var = (d0 * s0 + nu * ssq / (6.0 * (n - 2))) / (d0 + nu)
     if not var > 0.0:
         return None
-    lags = lag_moments(s) + (peers.lags if peers is not None else 0.0)
+    lags = own_lags + (peers.lags if peers is not None else 0.0)
     rho = rho_from_lags(*lags[:3]) if lags[3] >= MIN_RHO_PAIRS else 0.0
-    start = np.array([int(np.argmax(s))])
-    values, valid = segment(s[None, :], n, start)
+    values, valid = segment(s[None, max(0, n - WINDOW):], n, np.array([best_at]))
     t = float(loo_trend_t(values, valid, np.array([math.sqrt(var)]))[0])
     t /= ar1_factor(rho, int(valid.sum()))
     p = float(stdtr(d0 + nu, -t))
@@ -176,12 +175,67 @@ def trend_evidence(scores: Floats, progress: Floats, alpha: float,
     return Evidence(p, threshold(looks, d0, spend), math.sqrt(var), rho, looks)
 
 
+class SeriesStats(NamedTuple):
+    """What the test reads of a whole eval series: its first argmax, the sum of its squared
+    second differences, and their lag moments (`lag_moments`)."""
+
+    best_at: int
+    ssq: float
+    lags: np.ndarray
+
+
+SERIES_START = (0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, -math.inf, 0)
+
+
+def series_step(state: tuple, x: float) -> tuple:
+    """`SeriesStats` folded over one more eval: state (evals, last two evals, last two second
+    differences, their sum of squares, the three lag sums and their count, best, its index)."""
+    n, x1, x2, e1, e2, ssq, l0, l1, l2, cnt, best, best_at = state
+    if n >= 2:
+        d = x - 2.0 * x1 + x2
+        ssq += d * d
+        if n >= 4:                         # the second difference two back has two successors
+            l0, l1, l2, cnt = l0 + e2 * e2, l1 + e2 * e1, l2 + e2 * d, cnt + 1
+        e1, e2 = d, e1
+    if x > best:
+        best, best_at = x, n
+    return n + 1, x, x1, e1, e2, ssq, l0, l1, l2, cnt, best, best_at
+
+
+def series_stats(scores: Floats) -> SeriesStats:
+    """`SeriesStats` of `scores`: a live run's history (`fold`, see `evalstop_gym.online`) keeps
+    them between evals, O(1) time and memory per eval however long the run; any other sequence
+    is read whole."""
+    fold = getattr(scores, "fold", None)
+    if fold is not None:
+        st = fold("TrendTest.series", (), series_step, SERIES_START)
+        return SeriesStats(st[11], st[5], np.array([st[6], st[7], st[8], float(st[9])]))
+    s = np.asarray(scores, dtype=float)
+    d = np.diff(s, n=2)
+    return SeriesStats(int(np.argmax(s)), float(d @ d), lag_moments(s))
+
+
+def progress_step(state: tuple[int, bool, float, int], x: float) -> tuple[int, bool, float, int]:
+    """The horizon's fold over one more progress: (evals, rising and positive so far, the last
+    progress, the most looks i / p_i implies)."""
+    i, ok, last, most = state
+    ok = ok and x > (last if i else 0.0)
+    return i + 1, ok, x, max(most, math.ceil((i + 1) / x - 1e-6)) if ok else most
+
+
 def horizon(progress: Floats, n: int, alpha: float) -> tuple[int, float]:
-    """(looks to calibrate for, alpha to spend): the run's evals from progress when usable,
-    else the doubling epoch that holds look n, which spends alpha / 2^(epoch + 1)."""
-    p = np.asarray(progress, dtype=float)[:n]
-    if len(p) == n and p[-1] <= 1.0 and p[0] > 0.0 and bool(np.all(np.diff(p) > 0)):
-        return int(np.max(np.ceil(np.arange(1, n + 1) / p - 1e-6))), alpha
+    """(looks to calibrate for, alpha to spend): the run's evals from progress when usable
+    (positive, rising, at most 1), else the doubling epoch that holds look n, which spends
+    alpha / 2^(epoch + 1). A live run's progress is folded: O(1) per eval."""
+    fold = getattr(progress, "fold", None)
+    if fold is not None and len(progress) == n:
+        count, ok, last, most = fold("TrendTest.horizon", (), progress_step, (0, True, 0.0, 0))
+        if ok and last <= 1.0:
+            return most, alpha
+    else:
+        p = np.asarray(progress, dtype=float)[:n]
+        if len(p) == n and p[-1] <= 1.0 and p[0] > 0.0 and bool(np.all(np.diff(p) > 0)):
+            return int(np.max(np.ceil(np.arange(1, n + 1) / p - 1e-6))), alpha
     epoch = max(0, math.ceil(math.log2(n / 8.0)))
     return 8 * 2**epoch, alpha / 2 ** (epoch + 1)
 

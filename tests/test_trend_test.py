@@ -26,6 +26,7 @@ from evalstop_gym.policies.trend_test import (
     TrendTest,
     horizon,
     rho_from_lags,
+    series_stats,
     trend_evidence,
 )
 
@@ -150,6 +151,29 @@ def test_the_horizon_is_read_off_progress_else_spent_over_epochs() -> None:
     assert horizon([0.05 * i for i in range(1, 5)], 4, 0.05) == (20, 0.05)
     assert horizon([1.0, 2.0, 3.0, 4.0], 4, 0.05) == (8, 0.025)
     assert horizon(list(range(1, 21)), 20, 0.05) == (32, 0.05 / 8)
+
+
+def test_a_live_run_folds_what_the_test_reads_of_its_history() -> None:
+    """A RunMonitor's history keeps the series' statistics and the horizon between evals (O(1)
+    per eval); they equal what a read of the whole series gives, at every eval."""
+    from evalstop_gym.online import History
+
+    rng = np.random.default_rng(8)
+    scores, progress = History(), History()
+    values = np.cumsum(rng.standard_normal(300)) * 0.01
+    for i, v in enumerate(values):
+        scores.append(float(v))
+        progress.append((i + 1) / 300 if i != 150 else (i + 1) / 300 + 1e-9)
+        live, whole = series_stats(scores.window()), series_stats(tuple(values[:i + 1]))
+        assert live.best_at == whole.best_at
+        assert live.ssq == pytest.approx(whole.ssq, rel=1e-9, abs=1e-15)
+        assert np.allclose(live.lags, whole.lags, rtol=1e-9, atol=1e-15)
+        n = i + 1
+        assert horizon(progress.window(), n, 0.05) == horizon(tuple(progress.window()), n, 0.05)
+    unknown = History()
+    for _ in range(20):
+        unknown.append(float("nan"))
+    assert horizon(unknown.window(), 20, 0.05) == (32, 0.05 / 8)
 
 
 def test_rho_is_recovered_from_the_lag_moments_of_second_differences() -> None:
