@@ -137,3 +137,19 @@ def test_reset_forgets_the_library_and_bad_alpha_is_one_line() -> None:
     assert det.libraries == {} and det.peers == {}
     with pytest.raises(ValueError, match="alpha must be in"):
         make_detector("PeerPrior-0")
+
+
+def test_the_peers_only_add_to_trend_tests_stops() -> None:
+    """Whatever TrendTest (with the same noise prior) stops, PeerPrior stops as early or
+    earlier; and a finished run TrendTest would stop is labelled declining, never a healthy
+    example for the conformal threshold."""
+    det = trained(40, 30)
+    ref = TrendTest(0.05)
+    ref.peers = det.peers
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        run = curve(rng, True)
+        ours, theirs = first_stop(det, run, grid(N)), first_stop(ref, run, grid(N))
+        assert theirs is None or (ours is not None and ours <= theirs)
+    lib = det.libraries["rlhf"]
+    assert not any(det.trend_would_stop("rlhf", p, s) for p, s in lib.healthy_runs)
