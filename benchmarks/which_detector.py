@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from evalstop_gym.policies import ComposedPolicy, SRTFEst, make_detector
+from evalstop_gym.sim.protocols import capabilities
 from evalstop_gym.simulate import resolve_config, simulate
 from evalstop_gym.traces.corpus import FAMILIES, load_family
 
@@ -60,7 +61,8 @@ def sim_row(detector: str, noise: str, density: str, seed: int,
         raise ValueError(f"detector {detector!r}: expected a detector name, not 'none'")
     result = simulate(config, ComposedPolicy(det, SRTFEst()), seed)
     m = result.metrics
-    healthy = [r for r in result.records if not r["is_hacking"] and r["job_type"] in det.types]
+    types = capabilities(det).types
+    healthy = [r for r in result.records if not r["is_hacking"] and r["job_type"] in types]
     return {"detector": detector, "noise": noise, "density": density, "seed": seed,
             "recall": m["recall"], "recall_early": m["recall_early"], "fpr": m["fpr"],
             "fpr_monitored": np.mean([r["stopped"] for r in healthy]) if healthy else np.nan,
