@@ -1,33 +1,49 @@
 """PeerPrior-<alpha>: stop a run whose curve looks like the group's declining runs, not its healthy.
 
-What it learns, and from what. Every run of the group that ends with its whole curve (last eval
-at progress 1; the simulator's ended jobs, a `MonitorGroup`, `replay --group-by`, as MedianPruner
-learns) is labelled in hindsight from that curve alone, by a documented rule (`hindsight_label`):
-declining if its last fifth (at least two evals) averages more than `LABEL_Z` noise standard
-errors below its best three-eval moving average, else healthy. No hidden label is read: a job's
-view carries none. The run's curve, smoothed by a three-eval moving average, joins its label's
-library of shapes (per job type).
+What it learns, and from what. Every ended run of the group (the simulator's ended jobs, a
+`MonitorGroup`, `replay --group-by`, as MedianPruner learns) is labelled in hindsight from its
+own curve alone, by a documented rule: declining if its last fifth (at least two evals) averages
+more than `LABEL_Z` noise standard errors below its best three-eval moving average
+(`hindsight_label`), or if TrendTest-<alpha>, replayed over its evals, finds a sustained decline
+since its best at some look (`trend_would_stop`: a run the stop rule's own first part would stop
+is no healthy example for calibrating its second); else healthy. No hidden label is read: a
+job's view carries none. The run's curve, smoothed by a three-eval moving average, joins its
+label's library of shapes (per job type). A run that ended with its whole curve (last eval at
+progress 1) joins either; a run cut short (by this detector, a scheduler, a user) joins only
+when its curve so far already declines by the same rule, and is read as flat past its last
+eval: what it did after a stop is unknown, and a library of completed runs alone would hold
+only the declines that were missed.
 
 The test. For a running job with evals s_1..s_n at progress p_1..p_n, each shape t of a library
 is read at those progresses and fitted as a + b t(p) (least squares, b >= 0: any level, any
 positive gain, so the metric's units and offset do not matter); its likelihood is Gaussian with
 the job's noise (TrendTest's estimate, shrunk toward the group's, and its AR(1) rho_hat, by
 which residuals are prewhitened), widened for the shape's own smoothed noise. A label's
-likelihood is the mean over its shapes; the job is stopped when the log ratio declining :
-healthy passes the threshold.
+likelihood is the mean over its shapes. The job is stopped when TrendTest-<alpha> would stop it,
+or when two things hold at one look: its own evals show a decline since their best (TrendTest's
+per-look p-value below alpha, not yet corrected for the looks: the gate), and the log ratio
+declining : healthy passes the threshold: the peers can only add to TrendTest's recall. The gate
+is what makes this a detector, not a forecast: a run at or near its best is never stopped
+however much its rise resembles the declining peers' (their rise is often the steeper one), so a
+healthy run is stopped only for a fall it shows itself.
 
-The threshold, and its guarantee. log(1 / alpha) (Ville: were the healthy shapes draws of the
-process that makes healthy runs, the ratio would be a nonnegative martingale under a healthy run,
-passing 1 / alpha with probability at most alpha), lowered, once m >= 1 / alpha - 1 healthy
-peers exist, to the k-th largest (k = floor(alpha (m + 1))) of the healthy peers' own largest
-log ratios, each replayed against the library without its own shape: conformal, so a new
-healthy run exchangeable with the healthy peers passes it with probability at most alpha. It
-holds as far as the hindsight-healthy peers represent the healthy runs: a healthy run unlike
-every healthy peer (a new shape, a new density) can look declining, and a declining run
-labelled healthy only raises the threshold. Until the library holds `MIN_PEERS` shapes of each
-label (and for job types with none) it falls back to TrendTest-<alpha>, whose budget needs no
-peers. The hindsight label widens its noise for AR(1) (rho_hat, on runs of FINE_EVALS evals or
-more: on coarser ones curvature passes for autocorrelation).
+The threshold, and its guarantee. Conformal: the k-th largest (k = floor(alpha (m + 1))) of the
+m hindsight-healthy peers' own largest gated log ratios over their whole lives (each replayed
+against the library without its own shape; a peer the gate never opens for scores -inf, one
+TrendTest stops +inf), and never below 0 (a run the peers find likelier healthy is not stopped).
+A new healthy run exchangeable with the healthy peers passes it, at any look, with probability
+at most alpha, and as those peers are the runs TrendTest lets go (the label's second reading),
+the whole rule's false stops are TrendTest's (at most alpha on flat curves, far fewer on rising
+ones) plus at most alpha among the runs it lets go: the look count is in the score, not in a
+union bound. There is no guarantee without enough healthy peers for k >= 1 (m >= 1 / alpha - 1)
+and `MIN_PEERS` shapes of each label, so until then (and for job types with none) it is
+TrendTest-<alpha>, whose budget needs no peers; a likelihood-ratio bound such as Ville's log(1 /
+alpha) is not used: with a, b fitted per shape and the noise estimated the ratio is no
+martingale. The guarantee holds as far as the hindsight-healthy peers represent the healthy
+runs: a healthy run unlike every healthy peer (a new shape, a new density) can look declining
+once it falls, and a declining run labelled healthy only raises the threshold. The hindsight
+label widens its noise for AR(1) (rho_hat, on runs of FINE_EVALS evals or more: on coarser ones
+curvature passes for autocorrelation).
 Name: `PeerPrior-<alpha>`, e.g. `PeerPrior-0.05`.
 """
 
@@ -45,6 +61,7 @@ from .detector import stop
 from .registry import register_detector
 from .trend_test import (
     MIN_RHO_PAIRS,
+    Evidence,
     Floats,
     Peers,
     TrendTest,
@@ -95,8 +112,20 @@ class Library:
             self.healthy_runs.append((progress, scores))
         self._read.clear()
 
-    def ready(self) -> bool:
-        return all(len(v) >= MIN_PEERS for v in self.shapes.values())
+    def ready(self, alpha: float) -> bool:
+        """Shapes of both labels, and enough healthy runs for a conformal threshold at alpha."""
+        return (all(len(v) >= MIN_PEERS for v in self.shapes.values())
+                and math.floor(alpha * (len(self.healthy_runs) + 1)) >= 1)
+
+    def log_ratio(self, progress: np.ndarray, scores: np.ndarray, ev: Evidence,
+                  leave_out: int | None = None) -> float:
+        """log LR declining : healthy of `scores` (the healthy shape `leave_out` left out)."""
+        sigma = marginal_sigma(ev.sigma, ev.rho)
+        decl = shape_log_likelihoods(self.read(True, progress), scores, sigma, ev.rho)
+        healthy = shape_log_likelihoods(self.read(False, progress), scores, sigma, ev.rho)
+        if leave_out is not None:
+            healthy = np.delete(healthy, leave_out)
+        return log_mean_exp(decl) - log_mean_exp(healthy)
 
     def read(self, declining: bool, progress: np.ndarray) -> np.ndarray:
         """Every shape of a label at `progress` (shapes x evals), memoised per eval schedule."""
@@ -163,65 +192,76 @@ class PeerPrior(TrendTest):
         """log LR declining : healthy after the job's latest eval; None while it falls back."""
         lib = self.libraries.get(job.job_type)
         ev = self.evidence(job)
-        if lib is None or not lib.ready() or ev is None:
+        if lib is None or not lib.ready(self.alpha) or ev is None:
             return None
-        progress = np.asarray(job.eval_progress, dtype=float)
-        scores = np.asarray(job.eval_scores, dtype=float)
-        sigma, rho = marginal_sigma(ev.sigma, ev.rho), ev.rho
-        return (log_mean_exp(shape_log_likelihoods(lib.read(True, progress), scores, sigma, rho))
-                - log_mean_exp(shape_log_likelihoods(lib.read(False, progress), scores, sigma,
-                                                     rho)))
+        return lib.log_ratio(np.asarray(job.eval_progress, dtype=float),
+                             np.asarray(job.eval_scores, dtype=float), ev)
 
     def threshold_for(self, job_type: str) -> float:
-        """The log-ratio threshold: log(1 / alpha) (Ville), lowered to the k-th largest of the
-        healthy peers' own largest log ratios, each replayed against the library without its own
-        shape, k = floor(alpha (m + 1)) of m (conformal: a new healthy run exchangeable with them
-        passes it with probability at most alpha). Recomputed as the healthy library grows 10%."""
+        """The conformal log-ratio threshold: the k-th largest, k = floor(alpha (m + 1)), of the m
+        healthy peers' largest gated log ratios (each replayed against the library without its
+        own shape), at least 0. Recomputed as the healthy library grows 10%."""
         lib = self.libraries[job_type]
         m = len(lib.healthy_runs)
-        k = math.floor(self.alpha * (m + 1))
-        if k < 1:
-            return math.log(1.0 / self.alpha)
         if lib.threshold is None or m >= 1.1 * lib.threshold[0]:
+            k = math.floor(self.alpha * (m + 1))
             peaks = sorted((self.replayed_peak(lib, job_type, i) for i in range(m)), reverse=True)
-            lib.threshold = (m, min(math.log(1.0 / self.alpha), peaks[k - 1]))
+            lib.threshold = (m, max(0.0, peaks[k - 1]))
         return lib.threshold[1]
 
     def replayed_peak(self, lib: Library, job_type: str, i: int) -> float:
-        """Healthy peer i's largest log ratio over its looks, its own shape left out."""
+        """Healthy peer i's largest log ratio over the looks where the gate opens (its own evals
+        show a decline at level alpha), its own shape left out; -inf if the gate never opens,
+        +inf if TrendTest alone stops it (the stop rule is TrendTest's or the ratio's)."""
         progress, scores = lib.healthy_runs[i]
         peers = self.peers.get(job_type)
         peak = -math.inf
         for n in range(4, len(scores) + 1):
             ev = trend_evidence(scores[:n], progress[:n], self.alpha, peers)
-            if ev is None:
-                continue
-            sigma = marginal_sigma(ev.sigma, ev.rho)
-            healthy = shape_log_likelihoods(lib.read(False, progress[:n]), scores[:n], sigma,
-                                            ev.rho)
-            decl = shape_log_likelihoods(lib.read(True, progress[:n]), scores[:n], sigma, ev.rho)
-            peak = max(peak, log_mean_exp(decl) - log_mean_exp(np.delete(healthy, i)))
+            if ev is not None and ev.p < ev.threshold:
+                return math.inf
+            if ev is not None and ev.p < self.alpha:
+                peak = max(peak, lib.log_ratio(progress[:n], scores[:n], ev, leave_out=i))
         return peak
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        ratio = self.log_ratio(job)
-        if ratio is None:
+        lib = self.libraries.get(job.job_type)
+        if lib is None or not lib.ready(self.alpha):
             return super()._decide(job, cluster)
+        ev = self.evidence(job)
+        if ev is None or not ev.p < self.alpha:       # the gate: no fall of its own, no stop
+            return CONTINUE
+        if ev.p < ev.threshold:
+            return super()._decide(job, cluster)      # TrendTest's own evidence suffices
+        ratio = lib.log_ratio(np.asarray(job.eval_progress, dtype=float),
+                              np.asarray(job.eval_scores, dtype=float), ev)
         bound = self.threshold_for(job.job_type)
         if ratio > bound:
-            return stop(f"curve like the group's declining runs: log likelihood ratio "
-                        f"{ratio:.3g} past {bound:.3g} (alpha={self.alpha:g})")
+            return stop(f"a decline of its own (p {ev.p:.2g}) on a curve like the group's "
+                        f"declining runs: log likelihood ratio {ratio:.3g} past {bound:.3g} "
+                        f"(alpha={self.alpha:g})")
         return CONTINUE
 
     def on_job_end(self, job: SchedulerJobView) -> None:
         super().on_job_end(job)
         progress = np.asarray(job.eval_progress, dtype=float)
-        if job.job_type not in self.types or len(progress) < 4 or progress[-1] < 1.0 - 1e-9:
+        if job.job_type not in self.types or len(progress) < 4:
             return
         scores = np.asarray(job.eval_scores, dtype=float)
-        sigma = self.group_sigma(job.job_type, scores)
-        lib = self.libraries.setdefault(job.job_type, Library())
-        lib.add(progress, scores, hindsight_label(scores, sigma))
+        declining = (hindsight_label(scores, self.group_sigma(job.job_type, scores))
+                     or self.trend_would_stop(job.job_type, progress, scores))
+        if declining or progress[-1] >= 1.0 - 1e-9:   # a cut-short run: only a decline it shows
+            self.libraries.setdefault(job.job_type, Library()).add(progress, scores, declining)
+
+    def trend_would_stop(self, job_type: str, progress: np.ndarray, scores: np.ndarray) -> bool:
+        """Whether TrendTest-<alpha>, replayed over the run's evals, finds a sustained decline
+        since its best at some look (the hindsight label's second reading)."""
+        peers = self.peers.get(job_type)
+        for n in range(4, len(scores) + 1):
+            ev = trend_evidence(scores[:n], progress[:n], self.alpha, peers)
+            if ev is not None and ev.p < ev.threshold:
+                return True
+        return False
 
     def group_sigma(self, job_type: str, scores: np.ndarray) -> float:
         """The noise of a block mean's eval, for the hindsight label: the group's (the peers'

@@ -9,14 +9,17 @@ high best, a low latest) never decides alone.
 The t is turned into a per-look p-value p_n with Student's t at the noise estimate's degrees of
 freedom (that only balances looks of different df; the guarantee comes from the threshold).
 
-The threshold, by simulation. Under the null (a flat true curve, i.i.d. Gaussian noise) the
-whole procedure, noise estimate included, is simulated for H looks (`null_min_p`: a fixed seed,
-memoised per (looks, prior df) on first use, a fraction of a second for tens of looks), and the
-stop threshold q is the alpha-quantile of min_n p_n over those paths, taken 1.5 Monte Carlo
-standard errors below alpha. A run is stopped at the first look with p_n < q, so a run whose
-true curve is flat is stopped with probability at most alpha over its whole life: no union bound
-over looks. A rising or plateauing curve only moves the best earlier and the latest evals up,
-which lowers the evidence (the property tests check flat and plateau curves at 5..300 looks).
+The threshold, by simulation (`trend_null`). Under the null (a flat true curve, i.i.d.
+Gaussian noise) the whole procedure, noise estimate included, is simulated (a fixed seed, one
+simulation per prior df, extended look by look as far as asked and memoised), and the stop
+threshold q is the largest whose simulated probability that min_n p_n < q, plus 1.5 Monte Carlo
+standard errors, stays within alpha. A run is stopped at the first look with p_n < q, so a run
+whose true curve is flat is stopped with probability at most alpha over its whole life: exactly
+calibrated to `EXACT_LOOKS` (256) looks, and past them by a union bound over blocks of 128 looks,
+each charged the simulated rate of looks 129..256 (the simulation, its memory and a threshold's
+cost stop growing there; `trend_null` says why later blocks are no busier). A rising or
+plateauing curve only moves the best earlier and the latest evals up, which lowers the evidence
+(the property tests check flat and plateau curves at 5..2000 looks).
 H is the run's number of evals, read off progress (the largest i / p_i so far, rounded up to a
 grid, so a guess too high only makes the test stricter); without usable progress, looks 1..8,
 9..16, 17..32, ... spend alpha/2, alpha/4, ... of the budget, each at the threshold of its
@@ -47,7 +50,6 @@ Name: `TrendTest-<alpha>`, e.g. `TrendTest-0.05`.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -61,101 +63,13 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, stop
 from .registry import register_detector
+from .trend_null import MIN_EVALS, WINDOW, loo_trend_t, satterthwaite_df, segment, threshold
 
 Floats = Sequence[float] | np.ndarray   # an eval history: a view's tuple or an array
 
-MIN_EVALS = 4            # two second differences for the noise, a segment of three
-MIN_SEGMENT = 3          # a slope with one eval left out needs two
-CLIP = 2.5               # how far (in sigma) one eval may pull the trend of the others
-WINDOW = 32              # the segment's longest reach back (keeps a look O(WINDOW))
 PRIOR_DF_BINS = (0, 16, 64, 256)
 MIN_RHO_PAIRS = 20
-PATHS = 8000             # null paths per calibration (half that past 64 looks: a look costs more)
-SEED = 20_261_201
 MIN_PEER_RUNS = 3        # runs before the group's noise is a prior
-
-
-def satterthwaite_df(k: int) -> float:
-    """Degrees of freedom of the mean square of k second differences of i.i.d. noise (they
-    correlate -4/6 at lag 1 and 1/6 at lag 2)."""
-    return k * k / (k + 2.0 * (k - 1) * (16.0 / 36.0) + 2.0 * max(k - 2, 0) * (1.0 / 36.0))
-
-
-def horizon_grid(n: int) -> int:
-    """`n` rounded up to the calibration grid: exact to 24, then steps of an eighth of a power
-    of two (a few tables serve every run)."""
-    if n <= 24:
-        return max(n, MIN_EVALS)
-    step = 2 ** (math.floor(math.log2(n)) - 3)
-    return int(math.ceil(n / step) * step)
-
-
-def loo_trend_t(values: np.ndarray, valid: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Per row: the decline's t (-slope sqrt(Sxx) / sigma) with each eval in turn pulled to
-    within CLIP sigma of the line through the others, the least of those; rows with fewer than
-    MIN_SEGMENT values give -inf. `values` (rows x width) hold each segment right-aligned,
-    `valid` marks its cells, `sigma` is each row's noise estimate."""
-    w = valid.astype(float)
-    x = np.arange(values.shape[1], dtype=float) - values.shape[1]
-    y = np.where(valid, values, 0.0)
-    s0, sx, sy = w.sum(1, keepdims=True), (w * x).sum(1, keepdims=True), y.sum(1, keepdims=True)
-    sxx, sxy = (w * x * x).sum(1, keepdims=True), (y * x).sum(1, keepdims=True)
-    n1, sx1, sy1, sxx1, sxy1 = s0 - 1.0, sx - x, sy - y, sxx - x * x, sxy - x * y
-    cxx = sxx - sx * sx / s0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope1 = (sxy1 - sx1 * sy1 / n1) / (sxx1 - sx1 * sx1 / n1)
-        line = (sy1 - slope1 * sx1) / n1 + slope1 * x     # the others' line at the left-out x
-        bound = CLIP * sigma[:, None]
-        pulled = line + np.clip(y - line, -bound, bound)
-        slope = (sxy1 + x * pulled - sx * (sy1 + pulled) / s0) / cxx
-        t = -slope * np.sqrt(cxx) / sigma[:, None]
-    t = np.where(valid & np.isfinite(t), t, np.inf).min(1)
-    return np.where(s0[:, 0] >= MIN_SEGMENT, t, -np.inf)
-
-
-def segment(scores: np.ndarray, n: int, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows' evals start..n-1 (start at most WINDOW back), right-aligned in a WINDOW-wide array."""
-    width = min(WINDOW, n)
-    pos = n - width + np.arange(width)
-    valid = pos[None, :] >= np.maximum(start, n - width)[:, None]
-    return scores[:, pos], valid
-
-
-@functools.lru_cache(maxsize=64)
-def null_min_p(looks: int, prior_df: int) -> np.ndarray:
-    """Sorted min over looks of p_n on PATHS flat-curve runs of `looks` evals (sigma 1), the
-    prior's variance drawn as chi2(d0) / d0: the distribution the threshold is read from."""
-    m = paths(looks)
-    rng = np.random.default_rng([SEED, looks, prior_df])
-    y = rng.standard_normal((m, looks))
-    s0 = rng.chisquare(prior_df, m) / prior_df if prior_df else np.zeros(m)
-    d2 = np.zeros(m)
-    best = np.zeros(m, dtype=int)
-    min_p = np.ones(m)
-    for n in range(1, looks + 1):
-        best = np.where(y[:, n - 1] > y[np.arange(m), best], n - 1, best)
-        if n >= 3:
-            d2 += (y[:, n - 1] - 2.0 * y[:, n - 2] + y[:, n - 3]) ** 2
-        if n < MIN_EVALS:
-            continue
-        nu = satterthwaite_df(n - 2)
-        var = (prior_df * s0 + nu * d2 / (6.0 * (n - 2))) / (prior_df + nu)
-        t = loo_trend_t(*segment(y, n, best), np.sqrt(var))
-        min_p = np.minimum(min_p, stdtr(prior_df + nu, -t))
-    return np.sort(min_p)
-
-
-def threshold(looks: int, prior_df: int, alpha: float) -> float:
-    """The p-value below which a run of `looks` evals is stopped (see the module docstring)."""
-    table = null_min_p(horizon_grid(looks), prior_df)
-    m = len(table)
-    level = max(alpha / 2.0, alpha - 1.5 * math.sqrt(alpha * (1.0 - alpha) / m))
-    k = int(math.floor(level * m))
-    return float(table[k - 1]) if k >= 1 else 0.0
-
-
-def paths(looks: int) -> int:
-    return PATHS if looks <= 64 else PATHS // 2
 
 
 def ar1_factor(rho: float, length: int) -> float:
@@ -245,16 +159,15 @@ def trend_evidence(scores: Floats, progress: Floats, alpha: float,
     n = len(s)
     if n < MIN_EVALS:
         return None
-    d = np.diff(s, n=2)
+    best_at, ssq, own_lags = series_stats(scores)
     nu = satterthwaite_df(n - 2)
     s0, d0 = peers.prior() if peers is not None else (0.0, 0)
-    var = (d0 * s0 + nu * float(d @ d) / (6.0 * (n - 2))) / (d0 + nu)
+    var = (d0 * s0 + nu * ssq / (6.0 * (n - 2))) / (d0 + nu)
     if not var > 0.0:
         return None
-    lags = lag_moments(s) + (peers.lags if peers is not None else 0.0)
+    lags = own_lags + (peers.lags if peers is not None else 0.0)
     rho = rho_from_lags(*lags[:3]) if lags[3] >= MIN_RHO_PAIRS else 0.0
-    start = np.array([int(np.argmax(s))])
-    values, valid = segment(s[None, :], n, start)
+    values, valid = segment(s[None, max(0, n - WINDOW):], n, np.array([best_at]))
     t = float(loo_trend_t(values, valid, np.array([math.sqrt(var)]))[0])
     t /= ar1_factor(rho, int(valid.sum()))
     p = float(stdtr(d0 + nu, -t))
@@ -262,12 +175,67 @@ def trend_evidence(scores: Floats, progress: Floats, alpha: float,
     return Evidence(p, threshold(looks, d0, spend), math.sqrt(var), rho, looks)
 
 
+class SeriesStats(NamedTuple):
+    """What the test reads of a whole eval series: its first argmax, the sum of its squared
+    second differences, and their lag moments (`lag_moments`)."""
+
+    best_at: int
+    ssq: float
+    lags: np.ndarray
+
+
+SERIES_START = (0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, -math.inf, 0)
+
+
+def series_step(state: tuple, x: float) -> tuple:
+    """`SeriesStats` folded over one more eval: state (evals, last two evals, last two second
+    differences, their sum of squares, the three lag sums and their count, best, its index)."""
+    n, x1, x2, e1, e2, ssq, l0, l1, l2, cnt, best, best_at = state
+    if n >= 2:
+        d = x - 2.0 * x1 + x2
+        ssq += d * d
+        if n >= 4:                         # the second difference two back has two successors
+            l0, l1, l2, cnt = l0 + e2 * e2, l1 + e2 * e1, l2 + e2 * d, cnt + 1
+        e1, e2 = d, e1
+    if x > best:
+        best, best_at = x, n
+    return n + 1, x, x1, e1, e2, ssq, l0, l1, l2, cnt, best, best_at
+
+
+def series_stats(scores: Floats) -> SeriesStats:
+    """`SeriesStats` of `scores`: a live run's history (`fold`, see `evalstop_gym.online`) keeps
+    them between evals, O(1) time and memory per eval however long the run; any other sequence
+    is read whole."""
+    fold = getattr(scores, "fold", None)
+    if fold is not None:
+        st = fold("TrendTest.series", (), series_step, SERIES_START)
+        return SeriesStats(st[11], st[5], np.array([st[6], st[7], st[8], float(st[9])]))
+    s = np.asarray(scores, dtype=float)
+    d = np.diff(s, n=2)
+    return SeriesStats(int(np.argmax(s)), float(d @ d), lag_moments(s))
+
+
+def progress_step(state: tuple[int, bool, float, int], x: float) -> tuple[int, bool, float, int]:
+    """The horizon's fold over one more progress: (evals, rising and positive so far, the last
+    progress, the most looks i / p_i implies)."""
+    i, ok, last, most = state
+    ok = ok and x > (last if i else 0.0)
+    return i + 1, ok, x, max(most, math.ceil((i + 1) / x - 1e-6)) if ok else most
+
+
 def horizon(progress: Floats, n: int, alpha: float) -> tuple[int, float]:
-    """(looks to calibrate for, alpha to spend): the run's evals from progress when usable,
-    else the doubling epoch that holds look n, which spends alpha / 2^(epoch + 1)."""
-    p = np.asarray(progress, dtype=float)[:n]
-    if len(p) == n and p[-1] <= 1.0 and p[0] > 0.0 and bool(np.all(np.diff(p) > 0)):
-        return int(np.max(np.ceil(np.arange(1, n + 1) / p - 1e-6))), alpha
+    """(looks to calibrate for, alpha to spend): the run's evals from progress when usable
+    (positive, rising, at most 1), else the doubling epoch that holds look n, which spends
+    alpha / 2^(epoch + 1). A live run's progress is folded: O(1) per eval."""
+    fold = getattr(progress, "fold", None)
+    if fold is not None and len(progress) == n:
+        count, ok, last, most = fold("TrendTest.horizon", (), progress_step, (0, True, 0.0, 0))
+        if ok and last <= 1.0:
+            return most, alpha
+    else:
+        p = np.asarray(progress, dtype=float)[:n]
+        if len(p) == n and p[-1] <= 1.0 and p[0] > 0.0 and bool(np.all(np.diff(p) > 0)):
+            return int(np.max(np.ceil(np.arange(1, n + 1) / p - 1e-6))), alpha
     epoch = max(0, math.ceil(math.log2(n / 8.0)))
     return 8 * 2**epoch, alpha / 2 ** (epoch + 1)
 

@@ -50,7 +50,7 @@ def test_hindsight_labels_read_the_whole_curve_only() -> None:
 
 def test_it_falls_back_to_trend_test_until_it_has_peers_of_both_labels() -> None:
     det = trained(30, MIN_PEERS - 1)
-    assert not det.libraries["rlhf"].ready()
+    assert not det.libraries["rlhf"].ready(0.05)
     ref = TrendTest(0.05)
     ref.peers = det.peers      # the same noise prior, learned from the same peers
     rng = np.random.default_rng(2)
@@ -64,7 +64,7 @@ def test_false_stops_of_healthy_runs_stay_within_budget_once_learned() -> None:
     """Healthy runs like the healthy peers are stopped at most alpha of the time (one-sided
     binomial test at 1e-3), and most declining runs are stopped."""
     det = trained(40, 30)
-    assert det.libraries["rlhf"].ready()
+    assert det.libraries["rlhf"].ready(0.05)
     rng = np.random.default_rng(3)
     healthy = sum(first_stop(det, curve(rng, False), grid(N)) is not None for _ in range(300))
     assert stats.binomtest(healthy, 300, 0.05, alternative="greater").pvalue > 1e-3
@@ -80,6 +80,42 @@ def test_partial_curves_teach_the_noise_but_not_the_shapes() -> None:
     assert "rlhf" not in det.libraries and len(det.peers["rlhf"].d2) == 8
 
 
+def test_a_run_cut_short_joins_the_declining_shapes_only_when_it_declines() -> None:
+    """Stopped runs are how most declines end; without them the library would hold only the
+    declines that were missed. A cut-short run that has not fallen says nothing of its end."""
+    det = trained(0, 0)
+    p = grid(N)[:16]
+    fall = 0.3 + 0.4 * np.minimum(p / 0.4, 1.0) - 0.8 * np.maximum(p - 0.4, 0.0)
+    rise = 0.3 + 0.4 * p
+    for scores in (fall, rise):
+        det.on_job_end(dataclasses.replace(view(scores, p), state="stopped"))
+    shapes = det.libraries["rlhf"].shapes
+    assert len(shapes[True]) == 1 and shapes[False] == []
+
+
+def test_it_waits_for_enough_healthy_peers_for_a_conformal_threshold() -> None:
+    """k = floor(alpha (m + 1)) >= 1 needs 19 healthy peers at alpha 0.05: before, TrendTest."""
+    assert not trained(18, 10).libraries["rlhf"].ready(0.05)
+    assert trained(19, 10).libraries["rlhf"].ready(0.05)
+
+
+def test_it_never_stops_a_run_that_has_not_fallen_from_its_best() -> None:
+    """The gate: a run that keeps rising (steeply, like the declining peers' rise) or holds its
+    best is not stopped however its shape compares; every stop comes with the run's own
+    decline (TrendTest's per-look p below alpha)."""
+    det = trained(40, 30)
+    rng = np.random.default_rng(6)
+    p = grid(N)
+    for _ in range(100):
+        run = 0.3 + 0.4 * np.minimum(p / rng.uniform(0.3, 0.6), 1.0) + 0.005 * np.sin(9 * p)
+        assert first_stop(det, run, p) is None
+    for _ in range(50):
+        run = curve(rng, True)
+        at = first_stop(det, run, p)
+        if at is not None:
+            assert det.evidence(view(run[:at], p[:at])).p < det.alpha
+
+
 def test_it_learns_in_a_monitor_group_and_in_the_simulator(small_config) -> None:
     from evalstop_gym import simulate
 
@@ -90,7 +126,7 @@ def test_it_learns_in_a_monitor_group_and_in_the_simulator(small_config) -> None
         for i, s in enumerate(curve(rng, declining)):
             m.update(i + 1, s)
         group.end_run(m, completed=True)
-    assert group.detector.libraries["rlhf"].ready()
+    assert all(len(v) >= MIN_PEERS for v in group.detector.libraries["rlhf"].shapes.values())
     a = simulate(small_config, "PeerPrior-0.05+SRTF-Est", seed=2)
     assert a.metrics == simulate(small_config, "PeerPrior-0.05+SRTF-Est", seed=2).metrics
 
@@ -101,3 +137,19 @@ def test_reset_forgets_the_library_and_bad_alpha_is_one_line() -> None:
     assert det.libraries == {} and det.peers == {}
     with pytest.raises(ValueError, match="alpha must be in"):
         make_detector("PeerPrior-0")
+
+
+def test_the_peers_only_add_to_trend_tests_stops() -> None:
+    """Whatever TrendTest (with the same noise prior) stops, PeerPrior stops as early or
+    earlier; and a finished run TrendTest would stop is labelled declining, never a healthy
+    example for the conformal threshold."""
+    det = trained(40, 30)
+    ref = TrendTest(0.05)
+    ref.peers = det.peers
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        run = curve(rng, True)
+        ours, theirs = first_stop(det, run, grid(N)), first_stop(ref, run, grid(N))
+        assert theirs is None or (ours is not None and ours <= theirs)
+    lib = det.libraries["rlhf"]
+    assert not any(det.trend_would_stop("rlhf", p, s) for p, s in lib.healthy_runs)

@@ -12,12 +12,21 @@ from test_decline_test import first_stop, grid, view  # one copy of the replay h
 
 from evalstop_gym.online import MonitorGroup, RunMonitor
 from evalstop_gym.policies import make_detector, parse_policy
+from evalstop_gym.policies.trend_null import (
+    EXACT_LOOKS,
+    PATHS,
+    WINDOW,
+    NullPaths,
+    null_min_p,
+    null_paths,
+    threshold,
+)
 from evalstop_gym.policies.trend_test import (
+    MIN_RHO_PAIRS,
     TrendTest,
     horizon,
-    null_min_p,
     rho_from_lags,
-    threshold,
+    series_stats,
     trend_evidence,
 )
 
@@ -51,6 +60,48 @@ def test_false_stops_of_healthy_runs_stay_within_alpha(n_evals: int, n_runs: int
     stopped = sum(first_stop(detector, run, grid(n_evals)) is not None for run in runs)
     p = stats.binomtest(stopped, n_runs, alpha, alternative="greater").pvalue
     assert p > 1e-3, f"{stopped}/{n_runs} healthy runs of {n_evals} evals stopped"
+
+
+@pytest.mark.parametrize("shape", ["flat", "plateau"])
+def test_false_stops_stay_within_alpha_over_2000_looks(shape: str) -> None:
+    """Past the exact horizons (a union bound over blocks): fresh flat and rising-then-plateauing
+    runs of 2000 evals (the detector's statistic, vectorised, on paths of another seed) are
+    stopped at most alpha of the time, up to binomial sampling error."""
+    alpha, looks, runs = 0.05, 2000, 1000
+    rng = np.random.default_rng(11)
+    knee, gain = rng.uniform(0.05, 0.9, runs), rng.uniform(0.0, 5.0, runs)
+    mean = None if shape == "flat" else (lambda n: gain * np.minimum(n / looks / knee, 1.0))
+    fresh = NullPaths(0, seed=424_242, paths=runs, max_looks=looks, mean=mean)
+    fresh.extend(looks)
+    stopped = int((fresh.min_p < threshold(looks, 0, alpha)).sum())
+    assert stats.binomtest(stopped, runs, alpha, alternative="greater").pvalue > 1e-3, stopped
+
+
+def test_the_vectorised_null_statistic_is_the_detectors() -> None:
+    """What the calibration simulates is what the detector computes, look by look: equal while
+    the run is too short to see rho, and after that the detector's AR(1) widening (which the
+    i.i.d. calibration leaves out) only raises its p-values."""
+    looks, runs, seen = 40, 30, MIN_RHO_PAIRS + 3      # rho_hat needs MIN_RHO_PAIRS triples
+    y = np.array([np.random.default_rng([5, 0, n]).standard_normal(runs)
+                  for n in range(1, looks + 1)]).T
+    for last in (seen, looks):
+        fresh = NullPaths(0, seed=5, paths=runs, max_looks=last)
+        fresh.extend(last)
+        for row, min_p in zip(y, fresh.min_p, strict=True):
+            ps = [trend_evidence(row[:n], grid(looks)[:n], 0.05).p for n in range(4, last + 1)]
+            if last == seen:
+                assert min(ps) == pytest.approx(min_p, rel=1e-9)
+            else:
+                assert min(ps) >= min_p * (1.0 - 1e-9)
+
+
+def test_calibration_cost_stops_growing_past_the_exact_horizons() -> None:
+    """Thresholds for 1k..1M looks simulate no further than EXACT_LOOKS and keep PATHS x WINDOW
+    evals; they fall with the looks (a longer life spends alpha more thinly), to 0 at most."""
+    qs = [threshold(n, 0, 0.05) for n in (EXACT_LOOKS, 1_000, 10_000, 1_000_000)]
+    null = null_paths(0)
+    assert null.looks == EXACT_LOOKS and null.last.shape == (PATHS, WINDOW)
+    assert qs[0] > qs[1] > qs[2] >= qs[3] >= 0.0
 
 
 def test_the_threshold_holds_the_budget_on_fresh_null_paths() -> None:
@@ -89,7 +140,7 @@ def test_decisions_do_not_depend_on_the_metrics_units(scale: float) -> None:
 
 def test_calibration_is_deterministic_and_memoised() -> None:
     a = null_min_p(9, 16)
-    null_min_p.cache_clear()
+    null_paths.cache_clear()
     b = null_min_p(9, 16)
     assert np.array_equal(a, b) and a is not b and null_min_p(9, 16) is b
     assert threshold(9, 16, 0.01) < threshold(9, 16, 0.05)
@@ -100,6 +151,29 @@ def test_the_horizon_is_read_off_progress_else_spent_over_epochs() -> None:
     assert horizon([0.05 * i for i in range(1, 5)], 4, 0.05) == (20, 0.05)
     assert horizon([1.0, 2.0, 3.0, 4.0], 4, 0.05) == (8, 0.025)
     assert horizon(list(range(1, 21)), 20, 0.05) == (32, 0.05 / 8)
+
+
+def test_a_live_run_folds_what_the_test_reads_of_its_history() -> None:
+    """A RunMonitor's history keeps the series' statistics and the horizon between evals (O(1)
+    per eval); they equal what a read of the whole series gives, at every eval."""
+    from evalstop_gym.online import History
+
+    rng = np.random.default_rng(8)
+    scores, progress = History(), History()
+    values = np.cumsum(rng.standard_normal(300)) * 0.01
+    for i, v in enumerate(values):
+        scores.append(float(v))
+        progress.append((i + 1) / 300 if i != 150 else (i + 1) / 300 + 1e-9)
+        live, whole = series_stats(scores.window()), series_stats(tuple(values[:i + 1]))
+        assert live.best_at == whole.best_at
+        assert live.ssq == pytest.approx(whole.ssq, rel=1e-9, abs=1e-15)
+        assert np.allclose(live.lags, whole.lags, rtol=1e-9, atol=1e-15)
+        n = i + 1
+        assert horizon(progress.window(), n, 0.05) == horizon(tuple(progress.window()), n, 0.05)
+    unknown = History()
+    for _ in range(20):
+        unknown.append(float("nan"))
+    assert horizon(unknown.window(), 20, 0.05) == (32, 0.05 / 8)
 
 
 def test_rho_is_recovered_from_the_lag_moments_of_second_differences() -> None:

@@ -85,3 +85,11 @@ def test_regenerating_beyond_keeps_the_which_detector_section(tmp_path):
     new = with_which_detector("# Beyond\n\nnew tables\n", old)
     assert new == "# Beyond\n\nnew tables\n\n" + section
     assert with_which_detector("# Beyond\n", tmp_path / "absent.md") == "# Beyond\n"
+
+
+def test_trend_cost_reports_calibration_and_per_eval_cost() -> None:
+    """--trend-cost's table: one row per size, the calibration from cold and the live updates."""
+    cost = wd.trend_cost((40,))
+    assert list(cost.evals) == [40]
+    assert (cost[["calibration_s", "calibration_peak_mb", "us_per_eval", "monitor_peak_mb"]]
+            > 0).all(axis=None)
