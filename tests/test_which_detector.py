@@ -3,6 +3,8 @@ markers round-tripping; the Bayes oracle reads the config, not labels."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -31,7 +33,7 @@ def test_the_quick_run_renders_one_table_per_density(quick) -> None:
     assert section.startswith(wd.START + "\n## Which detector?")
     assert section.count("| detector | recall | early |") == len(wd.DENSITIES)
     assert section.count("| TrendTest-0.05 |") == len(wd.DENSITIES)
-    assert "**Recommendation:**" in section
+    assert "**Default** (`DEFAULT_DETECTOR`" in section
     oracle = summary[summary.detector == wd.ORACLE]
     assert (oracle.share_of_oracle.dropna() == 1.0).all()
 
@@ -93,3 +95,27 @@ def test_trend_cost_reports_calibration_and_per_eval_cost() -> None:
     assert list(cost.evals) == [40]
     assert (cost[["calibration_s", "calibration_peak_mb", "us_per_eval", "monitor_peak_mb"]]
             > 0).all(axis=None)
+
+
+def test_a_detector_whose_budget_rests_on_peers_is_never_the_default() -> None:
+    rows = []
+    for density in wd.DENSITIES:
+        rows += [{"density": density, "detector": "PeerPrior-0.05", "recall": 0.8,
+                  "ar1_fpr": 0.01, "corpus_false_stops": 0.0},
+                 {"density": density, "detector": "TrendTest-0.05", "recall": 0.7,
+                  "ar1_fpr": 0.01, "corpus_false_stops": 0.0}]
+    summary = pd.DataFrame(rows)
+    assert wd.recommend(summary)[0] == "PeerPrior-0.05"
+    assert wd.recommend(summary, alone=True)[0] == "TrendTest-0.05"
+    default, _, grouped = wd.recommendation_lines(summary)
+    assert "`TrendTest-0.05`" in default and "`PeerPrior-0.05`" in grouped
+
+
+def test_the_default_detector_is_the_one_beyond_md_recommends() -> None:
+    """BEYOND.md's generated section names the default; online.DEFAULT_DETECTOR follows it."""
+    from evalstop_gym.online import DEFAULT_DETECTOR
+
+    text = (Path(__file__).parents[1] / "BEYOND.md").read_text(encoding="utf-8")
+    section = text[text.index(wd.START):text.index(wd.END)]
+    line = next(x for x in section.splitlines() if x.startswith("**Default"))
+    assert f"`{DEFAULT_DETECTOR}`" in line
