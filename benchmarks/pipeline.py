@@ -168,6 +168,8 @@ def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:
 def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = None,
                    workers: int = 1, backend: str = "loky", address: str | None = None,
                    options: RunOptions = DEFAULT_OPTIONS) -> ExperimentOutput:
+    """Sweep `exp` into OUT/<exp>/ and write its tables; its file's imports join `options`'."""
+    options = options._replace(imports=tuple(dict.fromkeys((*options.imports, *exp.imports))))
     with durable.out_lock(out):
         result = run_sweep(exp, out, seeds, workers, backend, address, options)
         directory = Path(out) / exp.name

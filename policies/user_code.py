@@ -161,13 +161,14 @@ def _new_files(before: set[str], root: Path) -> list[Path]:
     return out
 
 
-def _key(ref: str) -> str:
+def absolute_ref(ref: str) -> str:
+    """A user module as every process imports it alike: a file by its absolute path."""
     return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
 
 
 def source_files(ref: str) -> tuple[Path, ...]:
     """The files the user module `ref` was built from (imported first when it was not)."""
-    key = _key(ref)
+    key = absolute_ref(ref)
     if key not in _SOURCES:
         import_user_code(ref)
     return _SOURCES.get(key, ())
@@ -223,7 +224,7 @@ def build_user_object(name: str) -> Any:
     except Exception as exc:
         call = f"{attr}({', '.join(map(repr, args))})"
         raise UserCodeError(f"{call} raised {_one_line(exc)}") from None
-    key = _key(target)   # helpers it imports only when building count as its source too
+    key = absolute_ref(target)   # helpers it imports only when building count as its source too
     added = _new_files(before, _ROOTS[key]) if key in _ROOTS else []
     if added:
         _record(key, [*_SOURCES[key], *added], _ROOTS[key])
