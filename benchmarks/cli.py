@@ -21,7 +21,7 @@ from typing import Any
 
 from evalstop_gym.config import ConfigError, parse_yaml
 from evalstop_gym.experiment import list_experiments, load_experiment
-from evalstop_gym.isolation import PolicyProcessError
+from evalstop_gym.isolation import PolicyProcessError, check_readable_by_sandbox
 from evalstop_gym.policies import PolicyNameError
 from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import is_file_ref
@@ -195,11 +195,10 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     except ValueError as exc:   # an empty or unreadable secret
         raise UsageError(f"--private-seeds: {exc}") from None
     given = getattr(args, "imports", None) or ()
-    if given and isolate:   # the isolated process builds the policy from its name alone
-        raise UsageError("--import does not reach --isolate's policy process; name the class "
-                         "instead: --policy path/to/mine.py:Name+BASE")
     import_user_modules(given)   # a bad one fails here, before OUT is created
     imports = tuple(user_import(ref) for ref in given)
+    if private:   # the policy's process, run as nobody, must read them: refused before OUT
+        check_readable_by_sandbox(imports)
     return RunOptions(getattr(args, "engine", None), isolate, timeout, secret, imports)
 
 

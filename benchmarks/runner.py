@@ -174,7 +174,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         extra: dict[str, Any] = {k: v for k, v in (("timeout", timeout),
                                                    ("private_seeds", secret)) if v}
         result = simulate(spec.config, spec.cell.policy, spec.seed, engine, isolated=True,
-                          **extra)
+                          imports=imports, **extra)
     else:
         policy = make_policy(spec.cell.base, spec.cell.detector)
         result = simulate(spec.config, policy, spec.seed, engine)
