@@ -241,3 +241,21 @@ def test_an_experiment_file_whose_import_fails_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "x.yaml: imports:" in err and "RuntimeError: nope" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_report_takes_import_and_registers_before_any_experiment_is_checked(tmp_path, capsys):
+    from evalstop_gym.benchmarks.cli import build_parser, check_sweep_args, run_options
+
+    mine = write(tmp_path, "reportmine.py", DETECTOR.replace("UserSlope", "ReportSlope"))
+    args = build_parser().parse_args(["report", "--out", str(tmp_path / "out"),
+                                      "--import", str(mine)])
+    check_sweep_args(args)   # what `report` does first, before it prepares the experiments
+    assert make_detector("ReportSlope-3-0.02").name == "SlopeStop-3.0-0.02"
+    assert run_options(args).imports == (str(mine.resolve()),)   # to every worker
+
+    out = tmp_path / "out2"
+    assert main(["report", "--out", str(out), "--no-beyond",
+                 "--import", str(tmp_path / "absent.py")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("evalstop-bench report: error: --import ")
+    assert "absent.py does not exist" in err and not out.exists()
