@@ -25,6 +25,7 @@ import pandas as pd
 from evalstop_gym.config import to_dict
 from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
 from evalstop_gym.policies import make_policy
+from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import MODEL_PREFIX, is_file_ref, user_target
 
 from . import durable
@@ -63,6 +64,7 @@ def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
     """Load and fully validate an experiment (configs and policy names) before any run starts."""
     exp = own_name(load_experiment(name), name).with_overrides(overrides or {})
     exp = exp.with_policies(policies)
+    import_user_modules(exp.imports, option=f"{Path(name).name}: imports:")   # names they add
     for cell in exp.cells:
         make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     exp = dataclasses.replace(exp, cells=tuple(   # a user's file, by the same path everywhere

@@ -18,11 +18,11 @@ A file anywhere may start from another with `extends: e2`: the parent's keys app
 file gives them (its `overrides` are merged, its name is never inherited). Names in `extends` and
 `platform` are files beside the file that gives them, else the packaged ones.
 
-A file may bring the user's own code: `imports:` lists Python files or modules, imported before
-its cells are checked so the detectors and bases they register resolve by name (and imported by
-every worker too, see `Experiment.imports`); a cell may also name a class in a file,
-`mine.py:SlopeStop-3`. A relative file path is found beside the file that gives it, else in the
-current folder; the imports of every file of an `extends` chain apply.
+A file may bring the user's own code: `imports:` lists Python files or modules, imported (by the
+sweep that runs it, a layer above this module) before its cells are checked, so the detectors and
+bases they register resolve by name, and by every worker too (`Experiment.imports`). A cell may
+also name a class in a file, `mine.py:SlopeStop-3`. A relative file path is found beside the file
+that gives it, else in the current folder; the imports of every file of an `extends` chain apply.
 
 The file's keys are declared as the platform's fields are (`ExperimentFile`, with `_f`), so the
 config's one validation mechanism checks both.
@@ -57,6 +57,30 @@ from .config import (
 PAPER_SEEDS = (42, 123, 456, 789, 1024)  # the paper's five seeds, the default of every experiment
 REFERENCE_KEYS = ("base", "detector", "label", "value")
 SAFE_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.+=-]*")   # one plain path part
+
+
+MODEL_PREFIX = "model:"   # not user code: a saved SB3 model (policies.learned)
+
+
+def is_user_ref(name: str) -> bool:
+    """Whether a policy name reads `target:Name[-args]` (a file or module, then a name). Names
+    are parsed here, below the policies, so that experiment files read them as policies do."""
+    target, sep, attr = name.rpartition(":")
+    return bool(sep and target and attr) and not name.startswith(MODEL_PREFIX)
+
+
+def is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or "/" in ref or os.sep in ref
+
+
+def user_target(name: str) -> str | None:
+    """The file or module of a `target:Name[-args]` policy name, else None."""
+    return name.rpartition(":")[0] if is_user_ref(name) else None
+
+
+def absolute_ref(ref: str) -> str:
+    """A user module as every process imports it alike: a file by its absolute path."""
+    return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
 
 
 def split_policy(spec: str) -> tuple[str, str]:
@@ -99,7 +123,8 @@ class Experiment:
     reference: Mapping[str, Any] = field(default_factory=dict)
     extra_references: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     is_sweep: bool = False
-    imports: tuple[str, ...] = ()   # the user's modules its names need: absolute file paths
+    imports: tuple[str, ...] = ()   # the user's modules its names need (files: absolute paths);
+    #                                 imported by `benchmarks.pipeline.prepare` and every worker
 
     def cell_config(self, cell: Cell) -> SimConfig:
         overrides = dict(cell.overrides)
@@ -245,8 +270,6 @@ def located(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """`data` of the file `path` with its relative user file paths (`imports`, cells'
     `mine.py:Name`) made absolute: beside the file, else in the current folder. Values of the
     wrong type are left to the schema, which names them."""
-    from .policies.user_code import is_file_ref, user_target
-
     def beside(ref: str) -> str | None:
         for folder in (path.parent, Path.cwd()):
             candidate = folder / Path(ref).expanduser()
@@ -268,11 +291,11 @@ def located(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                 out["imports"][i] = found
     cells = data.get("cells")
     if isinstance(cells, list):
-        out["cells"] = [_cell_located(c, beside, is_file_ref, user_target) for c in cells]
+        out["cells"] = [_cell_located(c, beside) for c in cells]
     return out
 
 
-def _cell_located(cell: Any, beside: Any, is_file_ref: Any, user_target: Any) -> Any:
+def _cell_located(cell: Any, beside: Any) -> Any:
     """A cell whose `base`/`detector` names `mine.py:Name` with the file's absolute path."""
     if not isinstance(cell, dict):
         return cell
@@ -303,15 +326,11 @@ def load_experiment(name: str | Path) -> Experiment:
     if not path.exists():
         known = ", ".join(list_experiments())
         raise ConfigError(f"experiment {str(name)!r}: no file {path}; known: {known}")
-    from .policies.registry import import_user_modules
-    from .policies.user_code import absolute_ref
-
     where = path.name
     spec: ExperimentFile = in_file(where, partial(build, ExperimentFile, read_experiment(path),
                                               root=""))
     config = in_file(where, partial(load_sim_config, Path(spec.platform), spec.overrides or {}))
     imports = tuple(absolute_ref(ref) for ref in spec.imports or ())
-    import_user_modules(imports, option=f"{where}: imports:")   # before any name is checked
     cells = [Cell(c.base, c.detector, c.label, c.overrides, c.param, c.value, sets_config=False)
              for c in spec.cells]
     exp = Experiment(name=spec.name, title=spec.title, config=config,

@@ -20,7 +20,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-MODEL_PREFIX = "model:"   # not user code: a saved SB3 model (policies.learned)
+from evalstop_gym.experiment import MODEL_PREFIX as MODEL_PREFIX  # names are parsed there
+from evalstop_gym.experiment import absolute_ref as absolute_ref
+from evalstop_gym.experiment import is_file_ref as is_file_ref
+from evalstop_gym.experiment import is_user_ref as is_user_ref
+from evalstop_gym.experiment import user_target as user_target
+
 MODULE_PREFIX = "evalstop_user_"
 EXPECTED = ("expected a Python file (path/to/mine.py) or an importable module "
             "(package.module)")
@@ -32,16 +37,6 @@ _NUMBER = re.compile(r"[+-]?[0-9]+")
 
 class UserCodeError(ValueError):
     """A user module or name that cannot be imported or built (one line, no traceback)."""
-
-
-def is_user_ref(name: str) -> bool:
-    """Whether a policy name reads `target:Name[-args]` (a file or module, then a name)."""
-    target, sep, attr = name.rpartition(":")
-    return bool(sep and target and attr) and not name.startswith(MODEL_PREFIX)
-
-
-def is_file_ref(ref: str) -> bool:
-    return ref.endswith(".py") or "/" in ref or os.sep in ref
 
 
 def _hash(path: Path) -> str:
@@ -161,11 +156,6 @@ def _new_files(before: set[str], root: Path) -> list[Path]:
     return out
 
 
-def absolute_ref(ref: str) -> str:
-    """A user module as every process imports it alike: a file by its absolute path."""
-    return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
-
-
 def source_files(ref: str) -> tuple[Path, ...]:
     """The files the user module `ref` was built from (imported first when it was not)."""
     key = absolute_ref(ref)
@@ -186,11 +176,6 @@ def source_digest(refs: Iterable[str]) -> str:
             h.update(str(path).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def user_target(name: str) -> str | None:
-    """The file or module of a `target:Name[-args]` policy name, else None."""
-    return name.rpartition(":")[0] if is_user_ref(name) else None
 
 
 def _argument(text: str) -> Any:
