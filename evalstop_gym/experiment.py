@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -295,14 +295,16 @@ def located(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _cell_located(cell: Any, beside: Any) -> Any:
+def _cell_located(cell: Any, beside: Callable[[str], str | None]) -> Any:
     """A cell whose `base`/`detector` names `mine.py:Name` with the file's absolute path."""
     if not isinstance(cell, dict):
         return cell
     out = dict(cell)
     for key in ("base", "detector"):
         name = cell.get(key)
-        target = user_target(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            continue
+        target = user_target(name)
         if target and is_file_ref(target) and not os.path.isabs(target):
             found = beside(target)
             if found is not None:
