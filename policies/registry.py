@@ -173,6 +173,9 @@ def import_user_modules(refs: Sequence[str], option: str = "--import") -> None:
     the detectors and bases it registers resolve by name. The hook every process that builds
     policies from names calls first (workers do, from their RunOptions; an isolated policy's
     process too). `option` names where the refs were given, for the error."""
+    if isinstance(refs, str):   # one name, not a list: iterating it would import each letter
+        raise PolicyNameError(f"{option} {refs!r}: expected a list of Python files or module "
+                              f"names, e.g. [{refs!r}]")
     for ref in refs:
         try:
             import_user_code(ref)

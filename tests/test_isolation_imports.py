@@ -54,6 +54,14 @@ def test_an_imported_name_builds_in_the_isolated_process(tmp_path, small_config)
             pass
 
 
+def test_imports_given_as_one_text_is_one_line_before_any_process(small_config):
+    from evalstop_gym.policies import PolicyNameError
+
+    with pytest.raises(PolicyNameError, match=r"^--import 'mine.py': expected a list of Python "
+                                              r"files or module names, e.g. \['mine.py'\]$"):
+        simulate(small_config, "EvalStop-2+SRTF-Est", 3, isolated=True, imports="mine.py")
+
+
 def test_the_cli_runs_imports_isolated_with_the_same_results(tmp_path):
     mine, exp = str(user_file(tmp_path)), str(experiment(tmp_path))
     assert cli.main(["run", exp, "--out", str(tmp_path / "plain"), "--import", mine]) == 0
