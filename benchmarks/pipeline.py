@@ -24,6 +24,7 @@ import pandas as pd
 
 from evalstop_gym.config import to_dict
 from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
+from evalstop_gym.isolation import check_readable_by_sandbox
 from evalstop_gym.policies import make_policy
 from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import MODEL_PREFIX, is_file_ref, user_target
@@ -172,6 +173,10 @@ def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = Non
                    options: RunOptions = DEFAULT_OPTIONS) -> ExperimentOutput:
     """Sweep `exp` into OUT/<exp>/ and write its tables; its file's imports join `options`'."""
     options = options._replace(imports=tuple(dict.fromkeys((*options.imports, *exp.imports))))
+    if options.private_seeds is not None:   # the policy's process, run as nobody, reads them
+        check_readable_by_sandbox(options.imports)
+        for cell in exp.cells:
+            check_readable_by_sandbox((), cell.policy)
     with durable.out_lock(out):
         result = run_sweep(exp, out, seeds, workers, backend, address, options)
         directory = Path(out) / exp.name

@@ -103,3 +103,19 @@ def test_a_readable_file_runs_as_nobody_with_private_seeds(monkeypatch):
                          str(mine), "--isolate", "--private-seeds", "--policy-timeout",
                          "60"]) == 0
         assert len(list((out / "iso" / "runs").glob("*.json"))) == 2
+
+
+@NEEDS_ROOT
+def test_an_experiment_files_unreadable_import_fails_before_any_run(tmp_path, capsys,
+                                                                    monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, "sweep secret")
+    private = tmp_path / "lab"
+    private.mkdir(mode=0o700)
+    user_file(private, "isolab.py")
+    exp = experiment(private)
+    exp.write_text(exp.read_text() + "imports: [isolab.py]\n")
+    out = tmp_path / "out"
+    assert cli.main(["run", str(exp), "--out", str(out), "--isolate", "--private-seeds"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{private / 'isolab.py'} is not readable by user nobody" in err
+    assert not list(out.glob("*/runs/*.json"))
