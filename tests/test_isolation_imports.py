@@ -72,18 +72,30 @@ def test_the_cli_runs_imports_isolated_with_the_same_results(tmp_path):
         assert plain.read_bytes() == isolated.read_bytes()
 
 
+@pytest.fixture
+def private_lab(tmp_path, monkeypatch) -> Path:
+    """A private sweep's setting: a seed secret, and a folder only its owner (root) can read."""
+    monkeypatch.setenv(SECRET_ENV, "sweep secret")
+    folder = tmp_path / "lab"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def refused(capsys, args: list[str], path: Path) -> str:
+    """The one-line error of a private isolated run refused because nobody cannot read `path`."""
+    assert cli.main(["run", *args, "--isolate", "--private-seeds"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{path} is not readable by user nobody" in err
+    return err
+
+
 @NEEDS_ROOT
 def test_a_file_nobody_cannot_read_is_refused_before_out_with_what_to_do(tmp_path, capsys,
-                                                                         monkeypatch):
-    monkeypatch.setenv(SECRET_ENV, "sweep secret")
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    mine = user_file(private, "isohidden.py")
+                                                                         private_lab):
+    mine = user_file(private_lab, "isohidden.py")
     out = tmp_path / "out"
-    assert cli.main(["run", str(experiment(tmp_path)), "--out", str(out), "--import", str(mine),
-                     "--isolate", "--private-seeds"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and f"{mine} is not readable by user nobody" in err
+    err = refused(capsys, [str(experiment(tmp_path)), "--out", str(out), "--import", str(mine)],
+                  mine)
     assert "copy it" in err and "every user can read" in err
     assert not out.exists()
     with pytest.raises(PolicyProcessError, match="not readable by user nobody"):
@@ -107,15 +119,10 @@ def test_a_readable_file_runs_as_nobody_with_private_seeds(monkeypatch):
 
 @NEEDS_ROOT
 def test_an_experiment_files_unreadable_import_fails_before_any_run(tmp_path, capsys,
-                                                                    monkeypatch):
-    monkeypatch.setenv(SECRET_ENV, "sweep secret")
-    private = tmp_path / "lab"
-    private.mkdir(mode=0o700)
-    user_file(private, "isolab.py")
-    exp = experiment(private)
+                                                                    private_lab):
+    mine = user_file(private_lab, "isolab.py")
+    exp = experiment(private_lab)
     exp.write_text(exp.read_text() + "imports: [isolab.py]\n")
     out = tmp_path / "out"
-    assert cli.main(["run", str(exp), "--out", str(out), "--isolate", "--private-seeds"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and f"{private / 'isolab.py'} is not readable by user nobody" in err
+    refused(capsys, [str(exp), "--out", str(out)], mine)
     assert not list(out.glob("*/runs/*.json"))
