@@ -25,7 +25,9 @@ import pandas as pd
 
 from evalstop_gym.config import to_dict
 from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
+from evalstop_gym.isolation import check_readable_by_sandbox
 from evalstop_gym.policies import make_policy
+from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import MODEL_PREFIX, is_file_ref, user_target
 
 from . import durable
@@ -65,6 +67,7 @@ def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
     """Load and fully validate an experiment (configs and policy names) before any run starts."""
     exp = own_name(load_experiment(name), name).with_overrides(overrides or {})
     exp = exp.with_policies(policies)
+    import_user_modules(exp.imports, option=f"{Path(name).name}: imports:")   # names they add
     for cell in exp.cells:
         make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     exp = dataclasses.replace(exp, cells=tuple(   # a user's file, by the same path everywhere
@@ -170,6 +173,12 @@ def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:
 def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = None,
                    workers: int = 1, backend: str = "loky", address: str | None = None,
                    options: RunOptions = DEFAULT_OPTIONS) -> ExperimentOutput:
+    """Sweep `exp` into OUT/<exp>/ and write its tables; its file's imports join `options`'."""
+    options = options._replace(imports=tuple(dict.fromkeys((*options.imports, *exp.imports))))
+    if options.private_seeds is not None:   # the policy's process, run as nobody, reads them
+        check_readable_by_sandbox(options.imports)
+        for cell in exp.cells:
+            check_readable_by_sandbox((), cell.policy)
     with durable.out_lock(out):
         result = run_sweep(exp, out, seeds, workers, backend, address, options)
         directory = Path(out) / exp.name

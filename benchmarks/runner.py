@@ -172,7 +172,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
                            f"{spec.cell.policy!r} changed during the sweep; run it again")
     if isolated:   # the policy decides in its own process, from serialised views
         extra: dict[str, Any] = {k: v for k, v in (("timeout", timeout),
-                                                   ("private_seeds", secret)) if v}
+                                                   ("private_seeds", secret),
+                                                   ("imports", imports)) if v}
         result = simulate(spec.config, spec.cell.policy, spec.seed, engine, isolated=True,
                           **extra)
     else:

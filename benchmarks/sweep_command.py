@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalstop_gym.experiment import list_experiments
+from evalstop_gym.isolation import check_readable_by_sandbox
 from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import is_file_ref
 from evalstop_gym.private_seeds import SeedSecret
@@ -22,7 +23,8 @@ from .usage import UsageError, check_output, parse_overrides
 
 
 def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> None:
-    """Options shared by `run` and `report`."""
+    """Options shared by `run` and `report` (--import: `report` runs experiments whose names a
+    user's file registers, or re-registers)."""
     p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the experiment's)")
     p.add_argument("--out", default=out_default, help="output directory")
     p.add_argument("--workers", type=int, default=1,
@@ -39,6 +41,11 @@ def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> 
                    help="simulator engine: auto (compiled where the policy allows, the "
                         "default), native (compiled or fail) or python (the reference); "
                         "results are identical")
+    p.add_argument("--import", dest="imports", action="append", default=[],
+                   metavar="MODULE_OR_FILE",
+                   help="import a Python file or module of yours first, so the detectors "
+                        "(register_detector) and bases (register_base) it registers resolve by "
+                        "name, in every worker and isolated policy too (repeatable)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,11 +57,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "saved model 'model:runs/ppo_stop/ppo_stop.zip+SRTF-Est', or your own "
                         "class or factory 'path/to/mine.py:SlopeStop-3-0.02+SRTF-Est' / "
                         "'package.module:Name-ARGS+SRTF-Est' (repeatable)")
-    p.add_argument("--import", dest="imports", action="append", default=[],
-                   metavar="MODULE_OR_FILE",
-                   help="import a Python file or module of yours first, so the detectors "
-                        "(register_detector) and bases (register_base) it registers resolve by "
-                        "name, in every worker too (repeatable)")
     p.add_argument("--isolate", action="store_true",
                    help="run each policy in a process of its own that sees only serialised "
                         "views (for untrusted policies; same results, slower)")
@@ -88,6 +90,7 @@ def check_sweep_args(args: argparse.Namespace) -> None:
     check_output(args.out, "--out", "dir")
     check_collatable(Path(args.out))   # an empty or foreign runs.csv, before any run
     check_address(args.backend, args.scheduler_address)   # no network yet: its form only
+    import_user_modules(getattr(args, "imports", ()))   # before any name is checked
     if not args.scheduler_address:
         args.workers = local_workers(args.workers)
 
@@ -107,11 +110,10 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     except ValueError as exc:   # an empty or unreadable secret
         raise UsageError(f"--private-seeds: {exc}") from None
     given = getattr(args, "imports", None) or ()
-    if given and isolate:   # the isolated process builds the policy from its name alone
-        raise UsageError("--import does not reach --isolate's policy process; name the class "
-                         "instead: --policy path/to/mine.py:Name+BASE")
     import_user_modules(given)   # a bad one fails here, before OUT is created
     imports = tuple(user_import(ref) for ref in given)
+    if private:   # the policy's process, run as nobody, must read them: refused before OUT
+        check_readable_by_sandbox(imports)
     return RunOptions(getattr(args, "engine", None), isolate, timeout, secret, imports)
 
 

@@ -18,14 +18,21 @@ A file anywhere may start from another with `extends: e2`: the parent's keys app
 file gives them (its `overrides` are merged, its name is never inherited). Names in `extends` and
 `platform` are files beside the file that gives them, else the packaged ones.
 
+A file may bring the user's own code: `imports:` lists Python files or modules, imported (by the
+sweep that runs it, a layer above this module) before its cells are checked, so the detectors and
+bases they register resolve by name, and by every worker too (`Experiment.imports`). A cell may
+also name a class in a file, `mine.py:SlopeStop-3`. A relative file path is found beside the file
+that gives it, else in the current folder; the imports of every file of an `extends` chain apply.
+
 The file's keys are declared as the platform's fields are (`ExperimentFile`, with `_f`), so the
 config's one validation mechanism checks both.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -50,6 +57,30 @@ from .config import (
 PAPER_SEEDS = (42, 123, 456, 789, 1024)  # the paper's five seeds, the default of every experiment
 REFERENCE_KEYS = ("base", "detector", "label", "value")
 SAFE_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.+=-]*")   # one plain path part
+
+
+MODEL_PREFIX = "model:"   # not user code: a saved SB3 model (policies.learned)
+
+
+def is_user_ref(name: str) -> bool:
+    """Whether a policy name reads `target:Name[-args]` (a file or module, then a name). Names
+    are parsed here, below the policies, so that experiment files read them as policies do."""
+    target, sep, attr = name.rpartition(":")
+    return bool(sep and target and attr) and not name.startswith(MODEL_PREFIX)
+
+
+def is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or "/" in ref or os.sep in ref
+
+
+def user_target(name: str) -> str | None:
+    """The file or module of a `target:Name[-args]` policy name, else None."""
+    return name.rpartition(":")[0] if is_user_ref(name) else None
+
+
+def absolute_ref(ref: str) -> str:
+    """A user module as every process imports it alike: a file by its absolute path."""
+    return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
 
 
 def split_policy(spec: str) -> tuple[str, str]:
@@ -92,6 +123,8 @@ class Experiment:
     reference: Mapping[str, Any] = field(default_factory=dict)
     extra_references: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     is_sweep: bool = False
+    imports: tuple[str, ...] = ()   # the user's modules its names need (files: absolute paths);
+    #                                 imported by `benchmarks.pipeline.prepare` and every worker
 
     def cell_config(self, cell: Cell) -> SimConfig:
         overrides = dict(cell.overrides)
@@ -204,6 +237,9 @@ class ExperimentFile(Validated):
     reference: Reference | None = _f(None, doc="the cell significance tests compare against")
     extra_references: Mapping[str, Reference] | None = _f(None, doc="further named references")
     sweep: SweepSpec | None = _f(None, doc="one config parameter crossed with every cell")
+    imports: tuple[str, ...] | None = _f(None, min_items=1, doc="Python files (beside this "
+                                         "file, else the current folder) or modules imported "
+                                         "first: the names they register resolve in cells")
 
 
 # ------------------------------------------------------------------ loading
@@ -219,12 +255,61 @@ def read_experiment(path: Path) -> dict[str, Any]:
     """The file's data with its `extends` chain merged: a parent's keys apply unless the file
     gives them, `overrides` merged key by key, `platform` found from the file that names it
     (beside it, else packaged); the name is always the file's own (default: its stem)."""
-    data = merged(extends_chain(path), files=("platform",), mappings=("overrides",),
-                  own=("name",))
+    chain = [(p, located(p, d)) for p, d in extends_chain(path)]
+    data = merged(chain, files=("platform",), mappings=("overrides",), own=("name",))
+    given = [d["imports"] for _, d in chain if "imports" in d]
+    if given and all(isinstance(g, list) for g in given):   # else the schema names the bad one
+        data["imports"] = list(dict.fromkeys(r for g in given for r in g))
     data.setdefault("name", path.stem)
     if "platform" not in data:
         data["platform"] = str(find_config("defaults.yaml", path.parent))
     return data
+
+
+def located(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` of the file `path` with its relative user file paths (`imports`, cells'
+    `mine.py:Name`) made absolute: beside the file, else in the current folder. Values of the
+    wrong type are left to the schema, which names them."""
+    def beside(ref: str) -> str | None:
+        for folder in (path.parent, Path.cwd()):
+            candidate = folder / Path(ref).expanduser()
+            if candidate.is_file():
+                return str(candidate.resolve())
+        return None
+
+    out = dict(data)
+    imports = data.get("imports")
+    if isinstance(imports, list):
+        out["imports"] = list(imports)
+        for i, ref in enumerate(imports):
+            if isinstance(ref, str) and is_file_ref(ref):
+                found = beside(ref)
+                if found is None:
+                    raise ConfigError(f"{path.name}: imports[{i}]: {ref!r} is neither beside "
+                                      f"the file ({path.parent / ref}) nor in the current "
+                                      f"folder ({Path.cwd() / ref})")
+                out["imports"][i] = found
+    cells = data.get("cells")
+    if isinstance(cells, list):
+        out["cells"] = [_cell_located(c, beside) for c in cells]
+    return out
+
+
+def _cell_located(cell: Any, beside: Callable[[str], str | None]) -> Any:
+    """A cell whose `base`/`detector` names `mine.py:Name` with the file's absolute path."""
+    if not isinstance(cell, dict):
+        return cell
+    out = dict(cell)
+    for key in ("base", "detector"):
+        name = cell.get(key)
+        if not isinstance(name, str):
+            continue
+        target = user_target(name)
+        if target and is_file_ref(target) and not os.path.isabs(target):
+            found = beside(target)
+            if found is not None:
+                out[key] = f"{found}:{name[len(target) + 1:]}"
+    return out
 
 
 def is_experiment(path: Path) -> bool:
@@ -247,6 +332,7 @@ def load_experiment(name: str | Path) -> Experiment:
     spec: ExperimentFile = in_file(where, partial(build, ExperimentFile, read_experiment(path),
                                               root=""))
     config = in_file(where, partial(load_sim_config, Path(spec.platform), spec.overrides or {}))
+    imports = tuple(absolute_ref(ref) for ref in spec.imports or ())
     cells = [Cell(c.base, c.detector, c.label, c.overrides, c.param, c.value, sets_config=False)
              for c in spec.cells]
     exp = Experiment(name=spec.name, title=spec.title, config=config,
@@ -254,7 +340,7 @@ def load_experiment(name: str | Path) -> Experiment:
                      cells=tuple(_swept(cells, spec.sweep) if spec.sweep else cells),
                      reference=spec.reference or {},
                      extra_references=spec.extra_references or {},
-                     is_sweep=spec.sweep is not None)
+                     is_sweep=spec.sweep is not None, imports=imports)
     named = {"reference": exp.reference,
              **{f"extra_references.{k}": v for k, v in exp.extra_references.items()}}
     for label, ref in named.items():

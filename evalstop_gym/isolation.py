@@ -32,6 +32,11 @@ are not hidden; a policy may still spawn processes of its own. It is not an oper
 sandbox: for hostile code use a container or VM as well. Where Python itself is readable by
 root alone, a policy as `nobody` imports only what its process loaded before dropping
 privileges (numpy, evalstop_gym and its policies; a warning says so).
+
+A policy named by a registered name from the user's own code (`--import mine.py`) is built after
+the child imports that code (`imports`), inside the sandbox and within the first answer's
+deadline. As `nobody` the child reads only world-readable files, so the user's files are checked
+for that before the child starts (`check_readable_by_sandbox`).
 """
 
 from __future__ import annotations
@@ -121,21 +126,26 @@ class IsolatedPolicy:
     """A `Policy` whose every call is answered by the wrapped policy in a child process.
 
     `policy` is a policy name ("EvalStop-2+SRTF-Est"), built in the child, or a picklable policy
-    object whose class the child can import. `timeout`: seconds the child may take per call (the
-    first call also gets `STARTUP_S`); `sandbox`: harden the child (module docstring). Use as a
-    context manager (or call `close`).
+    object whose class the child can import. `imports`: the user's files or modules the child
+    imports first (`--import`), so the names they register resolve there too. `timeout`: seconds
+    the child may take per call (the first call also gets `STARTUP_S`); `sandbox`: harden the
+    child (module docstring). Use as a context manager (or call `close`).
     """
 
     def __init__(self, policy: str | Policy, timeout: float | None = None,
-                 sandbox: bool = False) -> None:
+                 sandbox: bool = False, imports: Sequence[str] = ()) -> None:
         self.timeout = check_timeout(timeout)
         self._label = policy if isinstance(policy, str) else str(getattr(
             policy, "name", type(policy).__name__))
         payload = policy if isinstance(policy, str) else self._pickled(policy)
+        imports = tuple(imports)
+        if sandbox:   # before a process starts: a file nobody can read fails here, in one line
+            check_readable_by_sandbox(imports, policy if isinstance(policy, str) else "")
         self._sandbox = make_sandbox() if sandbox else None
         context = multiprocessing.get_context("spawn")
         self._conn, child_end = context.Pipe()
-        self._process = context.Process(target=serve, args=(child_end, payload, self._sandbox),
+        self._process = context.Process(target=serve,
+                                        args=(child_end, payload, self._sandbox, imports),
                                         daemon=True, name="evalstop-isolated-policy")
         self._busy_since: float | None = None   # when the call in flight began (watchdog)
         self._limit = self.timeout + STARTUP_S
@@ -272,14 +282,41 @@ def _without_env(*names: str) -> Iterator[None]:
         os.environ.update(saved)
 
 
+def check_readable_by_sandbox(imports: Sequence[str], policy: str = "") -> None:
+    """Refuses (PolicyProcessError, one line saying what to do) a user's file that the sandboxed
+    child, run as `nobody` when this process is root, could not read: an `imports` entry, a file
+    a policy name names (`mine.py:Name`), or a helper either imported. Same user: nothing to
+    check."""
+    if os.name != "posix" or os.geteuid() != 0:
+        return
+    from .experiment import split_policy
+    from .policies.user_code import source_files, user_target
+
+    named = [t for t in map(user_target, split_policy(policy) if policy else ()) if t]
+    for ref in (*imports, *named):
+        for path in source_files(ref):
+            if not readable_by_others(path):
+                raise PolicyProcessError(
+                    f"{ref}: {path} is not readable by user {UNPRIVILEGED_USER}, whom a "
+                    f"private-seeds policy runs as; copy it (and the helpers it imports) to a "
+                    f"folder every user can read (chmod a+rx on its folders, a+r on the files) "
+                    f"and name it there")
+
+
 # ------------------------------------------------------------------ the child's side
 
-def serve(conn: Any, payload: str | bytes, sandbox: Sandbox | None = None) -> None:
+def serve(conn: Any, payload: str | bytes, sandbox: Sandbox | None = None,
+          imports: Sequence[str] = ()) -> None:
     """The child's loop: views in (from the trusted parent), JSON decisions out. The sandbox
-    is entered before the policy is unpickled, so no policy code runs with the parent's rights."""
+    is entered before the user's code is imported and the policy unpickled, so no policy code
+    runs with the parent's rights."""
     try:
         if sandbox is not None:
             enter(sandbox)
+        if imports:
+            from evalstop_gym.policies.registry import import_user_modules
+
+            import_user_modules(imports)
         policy, error = build(payload), ""
     except Exception as exc:   # every request is answered with the reason, the first ends it
         policy, error = None, f"{type(exc).__name__}: {exc}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +91,8 @@ def check_seed(seed: Any) -> int:
 
 def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: int,
              engine: str | None = None, isolated: bool = False, *,
-             timeout: float | None = None, private_seeds: bool | SeedSecret = False) -> RunResult:
+             timeout: float | None = None, private_seeds: bool | SeedSecret = False,
+             imports: Sequence[str] = ()) -> RunResult:
     """Run `policy` on the workload of `seed` to the end and score it.
 
     `config`: an experiment or platform name, a YAML path or a SimConfig (`resolve_config`);
@@ -106,9 +107,14 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
     `private_seeds.SeedSecret`): for untrusted policies, the workload is drawn from the seed
     salted with a secret the child never sees, in a hardened child; the result's `private_seed`
     names the secret's fingerprint. Different workloads from the plain run's, reproducible with
-    the secret.
+    the secret. `imports`: the user's files or modules whose registered names `policy` uses,
+    imported first (in the isolated child too).
     """
     seed = check_seed(seed)
+    if imports:
+        from .policies.registry import import_user_modules
+
+        import_user_modules(imports)
     config = resolve_config(config)
     if isolated:
         from .isolation import IsolatedPolicy, check_timeout
@@ -116,7 +122,8 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
         timeout = check_timeout(timeout)
         secret = private_secret(private_seeds, config)
         resolve_policy(policy)   # a bad name fails here, before a process starts
-        with IsolatedPolicy(policy, timeout, sandbox=secret is not None) as remote:
+        with IsolatedPolicy(policy, timeout, sandbox=secret is not None,
+                            imports=imports) as remote:
             result = run_policy(config, remote, seed, "native" if engine == "native" else
                                 "python", secret.workload_seed(seed) if secret else seed)
         result.private_seed = secret.fingerprint if secret else ""

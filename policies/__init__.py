@@ -14,6 +14,7 @@ from .registry import (
     make_detector,
     make_policy,
     parse_policy,
+    register_base,
     register_detector,
 )
 from .sjf_est import SJFEst
@@ -23,7 +24,7 @@ from .stop_at import StopAt
 __all__ = [
     "BASES", "DETECTORS", "ComposedPolicy", "EvalSched", "EvalStop", "FIFO", "LossAware",
     "LossPlateau", "PolicyNameError", "SJFEst", "SRTFEst", "StopAt", "make_base", "make_detector",
-    "make_policy", "parse_policy", "register_detector",
+    "make_policy", "parse_policy", "register_base", "register_detector",
 ]
 
 # Detectors beyond the paper; each module registers its name prefix on import.

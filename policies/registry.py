@@ -168,15 +168,19 @@ def parse_policy(spec: str) -> Policy:
     return make_policy(base, detector)
 
 
-def import_user_modules(refs: Sequence[str]) -> None:
+def import_user_modules(refs: Sequence[str], option: str = "--import") -> None:
     """`--import` (and an experiment file's imports): each user file or module is imported, so
     the detectors and bases it registers resolve by name. The hook every process that builds
-    policies from names calls first (workers do, from their RunOptions)."""
+    policies from names calls first (workers do, from their RunOptions; an isolated policy's
+    process too). `option` names where the refs were given, for the error."""
+    if isinstance(refs, str):   # one name, not a list: iterating it would import each letter
+        raise PolicyNameError(f"{option} {refs!r}: expected a list of Python files or module "
+                              f"names, e.g. [{refs!r}]")
     for ref in refs:
         try:
             import_user_code(ref)
         except UserCodeError as exc:
-            raise PolicyNameError(f"--import {ref}: {exc}") from None
+            raise PolicyNameError(f"{option} {ref}: {exc}") from None
 
 
 def user_sources(names: Sequence[str], imports: Sequence[str] = ()) -> str:

@@ -20,7 +20,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-MODEL_PREFIX = "model:"   # not user code: a saved SB3 model (policies.learned)
+from evalstop_gym.experiment import MODEL_PREFIX as MODEL_PREFIX  # names are parsed there
+from evalstop_gym.experiment import absolute_ref as absolute_ref
+from evalstop_gym.experiment import is_file_ref as is_file_ref
+from evalstop_gym.experiment import is_user_ref as is_user_ref
+from evalstop_gym.experiment import user_target as user_target
+
 MODULE_PREFIX = "evalstop_user_"
 EXPECTED = ("expected a Python file (path/to/mine.py) or an importable module "
             "(package.module)")
@@ -32,16 +37,6 @@ _NUMBER = re.compile(r"[+-]?[0-9]+")
 
 class UserCodeError(ValueError):
     """A user module or name that cannot be imported or built (one line, no traceback)."""
-
-
-def is_user_ref(name: str) -> bool:
-    """Whether a policy name reads `target:Name[-args]` (a file or module, then a name)."""
-    target, sep, attr = name.rpartition(":")
-    return bool(sep and target and attr) and not name.startswith(MODEL_PREFIX)
-
-
-def is_file_ref(ref: str) -> bool:
-    return ref.endswith(".py") or "/" in ref or os.sep in ref
 
 
 def _hash(path: Path) -> str:
@@ -161,13 +156,9 @@ def _new_files(before: set[str], root: Path) -> list[Path]:
     return out
 
 
-def _key(ref: str) -> str:
-    return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref.strip()
-
-
 def source_files(ref: str) -> tuple[Path, ...]:
     """The files the user module `ref` was built from (imported first when it was not)."""
-    key = _key(ref)
+    key = absolute_ref(ref)
     if key not in _SOURCES:
         import_user_code(ref)
     return _SOURCES.get(key, ())
@@ -185,11 +176,6 @@ def source_digest(refs: Iterable[str]) -> str:
             h.update(str(path).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def user_target(name: str) -> str | None:
-    """The file or module of a `target:Name[-args]` policy name, else None."""
-    return name.rpartition(":")[0] if is_user_ref(name) else None
 
 
 def _argument(text: str) -> Any:
@@ -223,7 +209,7 @@ def build_user_object(name: str) -> Any:
     except Exception as exc:
         call = f"{attr}({', '.join(map(repr, args))})"
         raise UserCodeError(f"{call} raised {_one_line(exc)}") from None
-    key = _key(target)   # helpers it imports only when building count as its source too
+    key = absolute_ref(target)   # helpers it imports only when building count as its source too
     added = _new_files(before, _ROOTS[key]) if key in _ROOTS else []
     if added:
         _record(key, [*_SOURCES[key], *added], _ROOTS[key])

@@ -43,6 +43,7 @@ BAD = {
                          "extra_references.a.value: expected a number, text or nothing, "
                          "got [1]"),
     "sweep": ("sweep: {param: p}\n" + CELLS, "sweep: missing 'values'"),
+    "imports": ("imports: [5]\n" + CELLS, "imports[0]: expected printable text, got 5"),
     "cells[0].base": ("cells:\n  - {base: 5}\n", "cells[0].base: expected printable text, got 5"),
     "cells[0].detector": ("cells:\n  - {base: FIFO, detector: [x]}\n",
                           "cells[0].detector: expected printable text, got ['x']"),
@@ -63,7 +64,8 @@ BAD = {
 }
 MORE = [
     ("junk: 1\n" + CELLS, "unknown key(s) junk; allowed: cells, description, extends, "
-                          "extra_references, name, overrides, platform, reference, seeds, sweep"),
+                          "extra_references, imports, name, overrides, platform, reference, "
+                          "seeds, sweep"),
     ("seeds: []\n" + CELLS, "seeds: expected a non-empty list, got []"),
     ("seeds: [3, 3]\n" + CELLS, "seeds: expected a list of distinct values, got [3, 3]"),
     ("seeds: [1.5]\n" + CELLS, "seeds[0]: expected a whole number, got 1.5"),
@@ -73,6 +75,8 @@ MORE = [
      "sweep.overrides[1]: expected a mapping with text keys, got 5"),
     ("sweep: {param: p, values: [1], step: 2}\n" + CELLS,
      "sweep: unknown key(s) step; allowed: overrides, param, values"),
+    ("imports: []\n" + CELLS, "imports: expected a non-empty list, got []"),
+    ("imports: [nothere.py]\n" + CELLS, "imports[0]: 'nothere.py' is neither beside the file"),
     ("platform: nothere.yaml\n" + CELLS, "platform: 'nothere.yaml' is neither beside the file"),
 ]
 

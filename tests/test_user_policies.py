@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -200,3 +202,60 @@ def test_readme_extending_path_runs_as_written(tmp_path):
                                    "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
         assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
         assert "EvalStop-2+SRTF-Est" in done.stdout and "SlopeStop" in done.stdout
+
+
+def test_an_experiment_file_imports_user_code_beside_it(tmp_path):
+    """`imports: [mine.py]` and `mine.py:Name` in a YAML resolve beside the YAML, whatever the
+    current folder, and reach every worker."""
+    folder, elsewhere = tmp_path / "lab", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    write(folder, "mine.py", DETECTOR)
+    write(folder, "bases.py", BASE)
+    write(folder, "mine_e2.yaml", """
+        extends: e2
+        imports: [mine.py]
+        cells:
+          - {base: SRTF-Est}
+          - {base: SRTF-Est, detector: EvalStop-2}
+          - {base: SRTF-Est, detector: UserSlope-1-0.5}
+          - {base: bases.py:fewest, detector: UserSlope-3-0.02}
+        """)
+    bench = Path(sys.executable).parent / "evalstop-bench"
+    done = subprocess.run([str(bench), "run", "../lab/mine_e2.yaml",
+                           "--seeds", "0", "1", "--set", "workload.n_jobs=20", "--workers", "2",
+                           "--out", "out"],
+                          cwd=elsewhere, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "MPLBACKEND": "Agg"}, check=False)
+    assert done.returncode == 0, done.stderr
+    table = rows(next((elsewhere / "out").glob("mine_e2*")))
+    assert {"EvalStop-2+SRTF-Est", "UserSlope-1-0.5+SRTF-Est",
+            "UserSlope-3-0.02+bases.py:fewest"} <= set(table)
+    assert table["UserSlope-1-0.5+SRTF-Est"] != table["EvalStop-2+SRTF-Est"]
+
+
+def test_an_experiment_file_whose_import_fails_is_one_line(tmp_path, capsys):
+    write(tmp_path, "broken.py", "raise RuntimeError('nope')\n")
+    path = write(tmp_path, "x.yaml", "extends: e2\nimports: [broken.py]\n")
+    assert main(["run", str(path), "--seeds", "0", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "x.yaml: imports:" in err and "RuntimeError: nope" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_takes_import_and_registers_before_any_experiment_is_checked(tmp_path, capsys):
+    from evalstop_gym.benchmarks.cli import build_parser, check_sweep_args, run_options
+
+    mine = write(tmp_path, "reportmine.py", DETECTOR.replace("UserSlope", "ReportSlope"))
+    args = build_parser().parse_args(["report", "--out", str(tmp_path / "out"),
+                                      "--import", str(mine)])
+    check_sweep_args(args)   # what `report` does first, before it prepares the experiments
+    assert make_detector("ReportSlope-3-0.02").name == "SlopeStop-3.0-0.02"
+    assert run_options(args).imports == (str(mine.resolve()),)   # to every worker
+
+    out = tmp_path / "out2"
+    assert main(["report", "--out", str(out), "--no-beyond",
+                 "--import", str(tmp_path / "absent.py")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("evalstop-bench report: error: --import ")
+    assert "absent.py does not exist" in err and not out.exists()
