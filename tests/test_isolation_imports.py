@@ -67,7 +67,8 @@ def test_the_cli_runs_imports_isolated_with_the_same_results(tmp_path):
     assert cli.main(["run", exp, "--out", str(tmp_path / "plain"), "--import", mine]) == 0
     assert cli.main(["run", exp, "--out", str(tmp_path / "isolated"), "--import", mine,
                      "--isolate"]) == 0
-    for name in ("runs.csv", "jobs.csv"):
+    folder = Path(exp).stem                        # job records stay per experiment
+    for name in ("runs.csv", f"{folder}/runs.csv", f"{folder}/jobs.csv"):
         plain, isolated = (tmp_path / d / name for d in ("plain", "isolated"))
         assert plain.read_bytes() == isolated.read_bytes()
 
