@@ -27,6 +27,7 @@ __all__ = ["EvalStop", "decline_count"]
 
 log = logging.getLogger(__name__)
 PAPER_MAX_EVALS = 20   # the paper's regime: 7-20 evals per run
+WARNED: set[str] = set()   # detector names already warned about in this process
 
 
 class EvalStop(DetectorBase):
@@ -48,15 +49,14 @@ class EvalStop(DetectorBase):
         self.k = {"rlhf": k_rlhf, "dpo": k_dpo if k_dpo is not None else k_rlhf + 1}
         self.variant = variant
         self.name = f"EvalStop-{k_rlhf}" + ("-best" if variant == "best" else "")
-        self._warned = False
 
     def native_rule(self) -> dict[str, Any] | None:
         return {"rule": RULE_DECLINES, "monitored": monitored(self.types, self.k),
                 "best_variant": self.variant == "best"}
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        if not self._warned and len(job.eval_scores) > PAPER_MAX_EVALS:
-            self._warned = True
+        if len(job.eval_scores) > PAPER_MAX_EVALS and self.name not in WARNED:
+            WARNED.add(self.name)   # once per name and process: a sweep builds one per run
             log.warning("%s: a run has more than %d evals, past the paper's regime (7-20), "
                         "where k consecutive declines also stop healthy runs; consider "
                         "TrendTest-0.05", self.name, PAPER_MAX_EVALS)
@@ -64,9 +64,6 @@ class EvalStop(DetectorBase):
         if not math.isnan(declines):
             return stop(self.reason(job.job_type, declines))
         return CONTINUE
-
-    def reset(self) -> None:
-        self._warned = False
 
     def reason(self, job_type: str, declines: float) -> str:
         return f"{int(declines)} consecutive eval declines (k={self.k[job_type]})"

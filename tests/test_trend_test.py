@@ -232,15 +232,20 @@ def test_bad_alpha_is_one_line_naming_it() -> None:
         make_detector("TrendTest-1.5")
 
 
-def test_eval_stop_warns_once_past_the_papers_regime(caplog) -> None:
+def test_eval_stop_warns_once_past_the_papers_regime(caplog, monkeypatch) -> None:
     """EvalStop-k on more than 20 evals (where TrendTest is the advice): one warning per
-    detector until reset, one line; its decisions unchanged."""
+    detector name in a process (a sweep builds one per run), one line; decisions unchanged."""
     import logging
 
+    from evalstop_gym.policies import eval_stop
+
+    monkeypatch.setattr(eval_stop, "WARNED", set())
     scores = [0.1 * (i % 3) for i in range(30)]
     with caplog.at_level(logging.WARNING, logger="evalstop_gym.policies.eval_stop"):
-        monitor = RunMonitor("EvalStop-5", mode="max")
-        decisions = [monitor.update(i, s).stop for i, s in enumerate(scores)]
+        decisions = []
+        for _ in range(3):                          # three runs, as a sweep has
+            monitor = RunMonitor("EvalStop-5", mode="max")
+            decisions += [monitor.update(i, s).stop for i, s in enumerate(scores)]
     warned = [r for r in caplog.records if "paper's regime" in r.getMessage()]
     assert len(warned) == 1 and "\n" not in warned[0].getMessage()
     assert not any(decisions)
