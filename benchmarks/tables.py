@@ -162,26 +162,29 @@ TERMINAL_WIDTH = 100
 def terminal_table(runs: pd.DataFrame, reference: Mapping[str, Any], match_value: bool,
                    width: int = TERMINAL_WIDTH) -> str:
     """The headline columns of `table_frame`, aligned in at most `width` characters: the varied
-    parameter keeps a column of its own; row labels too long for the room lose the base they
-    all share (named in the header), then are shortened with '…'; a legend line after a blank
+    parameter keeps a column of its own; row labels too long for the room get a one-space gap
+    between columns, then lose the base they all share (named in the header), then are
+    shortened with '…'; a legend line after a blank
     one says which FPR is which. table.md and summary.csv keep every column."""
     frame = table_frame(runs, reference, match_value)
     params = list(frame.columns[1:frame.columns.get_loc("JCT (min)")])
     titles = [*(p.rsplit(".", 1)[-1] for p in params), *TERMINAL_TITLES]
     body = [[str(v).replace(" ± ", "±") for v in frame[c]] for c in (*params, *TERMINAL_COLUMNS)]
     widths = [max(len(t), *(len(v) for v in col)) for t, col in zip(titles, body, strict=True)]
-    room = max(8, width - sum(w + 2 for w in widths))
     names, head = [str(c) for c in frame["cell"]], "cell"
+    gap = 2 if max(map(len, names)) <= width - sum(w + 2 for w in widths) else 1
+    room = max(8, width - sum(w + gap for w in widths))   # a narrower gap before any cut
     bases = set(runs["base"]) if "base" in runs else set()
     if len(bases) == 1 and max(map(len, names)) > room:   # E7: every cell over SRTF-Est
         base = str(bases.pop())
         head, names = _shorten(f"over {base}", room), [n.removesuffix(f"+{base}") for n in names]
     names = [_shorten(n, room) for n in names]
     name_w = max(len(head), *(len(n) for n in names))
-    lines = [head.ljust(name_w) + "".join(f"  {t:>{w}}" for t, w in
+    sep = " " * gap
+    lines = [head.ljust(name_w) + "".join(f"{sep}{t:>{w}}" for t, w in
                                         zip(titles, widths, strict=True))]
     for i, name in enumerate(names):
-        lines.append(name.ljust(name_w) + "".join(f"  {col[i]:>{w}}" for col, w in
+        lines.append(name.ljust(name_w) + "".join(f"{sep}{col[i]:>{w}}" for col, w in
                                                   zip(body, widths, strict=True)))
     return "\n".join([*lines, "", TERMINAL_LEGEND])
 
