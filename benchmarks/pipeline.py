@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -99,19 +99,21 @@ def own_name(exp: Experiment, given: str | Path) -> Experiment:
 def absolute_user_name(name: str) -> str:
     """'mine.py:SlopeStop-3' -> '/home/me/work/mine.py:SlopeStop-3', so that every worker, whatever
     its current folder, imports the same file."""
-    target = user_target(name)
-    if target is None or not is_file_ref(target):
-        return name
-    return f"{Path(target).expanduser().resolve()}:{name[len(target) + 1:]}"
+    return _user_file_renamed(name, lambda path: str(path.expanduser().resolve()))
 
 
 def short_user_name(name: str) -> str:
     """'/home/me/work/mine.py:SlopeStop-3' -> 'mine.py:SlopeStop-3': a user's class named by its
     file alone in tables (the full path stays in the `detector` and `base` columns)."""
+    return _user_file_renamed(name, lambda path: path.name)
+
+
+def _user_file_renamed(name: str, rename: Callable[[Path], str]) -> str:
+    """`name` with the file of a 'FILE.py:Name' reference renamed; any other name unchanged."""
     target = user_target(name)
     if target is None or not is_file_ref(target):
         return name
-    return f"{Path(target).name}:{name[len(target) + 1:]}"
+    return f"{rename(Path(target))}:{name[len(target) + 1:]}"
 
 
 def labelled_models(exp: Experiment) -> Experiment:

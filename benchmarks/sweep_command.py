@@ -9,10 +9,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalstop_gym.experiment import list_experiments
+from evalstop_gym.experiment import absolute_ref, list_experiments
 from evalstop_gym.isolation import check_readable_by_sandbox
 from evalstop_gym.policies.registry import import_user_modules
-from evalstop_gym.policies.user_code import is_file_ref
 from evalstop_gym.private_seeds import SeedSecret
 from evalstop_gym.sim.native import ENGINES
 
@@ -111,15 +110,10 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         raise UsageError(f"--private-seeds: {exc}") from None
     given = getattr(args, "imports", None) or ()
     import_user_modules(given)   # a bad one fails here, before OUT is created
-    imports = tuple(user_import(ref) for ref in given)
+    imports = tuple(absolute_ref(ref) for ref in given)   # the same file in every worker
     if private:   # the policy's process, run as nobody, must read them: refused before OUT
         check_readable_by_sandbox(imports)
     return RunOptions(getattr(args, "engine", None), isolate, timeout, secret, imports)
-
-
-def user_import(ref: str) -> str:
-    """An --import as every worker can import it: a file by its absolute path."""
-    return str(Path(ref).expanduser().resolve()) if is_file_ref(ref) else ref
 
 
 def main(args: argparse.Namespace) -> int:
