@@ -30,16 +30,16 @@ from .durable import OutputError, out_lock
 from .usage import UsageError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "list": ("evalstop_gym.benchmarks.listing", "name the experiments and their titles"),
-    "run": ("evalstop_gym.benchmarks.sweep_command",
+    "list": ("evalstop_gym.benchmarks.sweep.listing", "name the experiments and their titles"),
+    "run": ("evalstop_gym.benchmarks.sweep.command",
             "run experiments (or 'all') and print their tables"),
-    "report": ("evalstop_gym.benchmarks.report",
+    "report": ("evalstop_gym.benchmarks.report.reproduction",
                "run what is missing, then regenerate REPRODUCTION.md"),
-    "perf": ("evalstop_gym.benchmarks.perf", "simulator performance benchmark"),
-    "replay": ("evalstop_gym.benchmarks.replay", "replay a real trace or training log"),
+    "perf": ("evalstop_gym.benchmarks.perf.engine", "simulator performance benchmark"),
+    "replay": ("evalstop_gym.benchmarks.detectors.replay", "replay a real trace or training log"),
     "corpus": ("evalstop_gym.benchmarks.corpus.build", "build the real-curve corpus"),
-    "train": ("evalstop_gym.benchmarks.train", "train an SB3 agent on the env and score it"),
-    "calibrate": ("evalstop_gym.benchmarks.calibrate",
+    "train": ("evalstop_gym.benchmarks.rl.train", "train an SB3 agent on the env and score it"),
+    "calibrate": ("evalstop_gym.benchmarks.sweep.calibrate",
                   "fit the lost constants to E2 (Optuna TPE), validate on E1/E3, sensitivity"),
 }
 
@@ -104,8 +104,8 @@ def entry_lock(args: argparse.Namespace) -> contextlib.AbstractContextManager:
     once, not at every step, and no other sweep slips in between steps. `run` locks in its main."""
     if args.command != "report":
         return contextlib.nullcontext()
-    from .report import check_outputs
-    from .sweep_command import check_sweep_args
+    from .report.reproduction import check_outputs
+    from .sweep.command import check_sweep_args
 
     check_sweep_args(args)   # a bad value fails before OUT is created
     check_outputs(args)
@@ -117,7 +117,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     command has run, so the entry point imports neither the policies nor the sweep machinery."""
     from evalstop_gym.policies import PolicyNameError
 
-    from .runner import BackendError
+    from .sweep.runner import BackendError
 
     return (ConfigError, PolicyNameError, BackendError, OutputError, PolicyProcessError,
             UsageError)

@@ -68,7 +68,7 @@ def load_sb3_model(path: str | Path) -> Any:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"model file {path} does not exist; train one with "
-                                "python -m evalstop_gym.benchmarks.train_stop_policy")
+                                "evalstop-bench train")
     if path.is_dir():
         raise NotADetectorModel(f"model file {path} is a folder; expected the .zip a "
                                 "training run saved in it")

@@ -29,7 +29,7 @@ def _hold(marker):
 
 
 if "free_runs" in _gate:
-    from evalstop_gym.benchmarks import runner
+    from evalstop_gym.benchmarks.sweep import runner
 
     _run_and_save = runner.run_and_save
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalstop_gym.benchmarks.runner import run_sweep
+from evalstop_gym.benchmarks.sweep.runner import run_sweep
 from evalstop_gym.config import CONFIG_DIR
 from evalstop_gym.experiment import load_experiment
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 import evalstop_gym
-from evalstop_gym.benchmarks import runner
 from evalstop_gym.benchmarks.cli import main
-from evalstop_gym.benchmarks.pipeline import prepare
+from evalstop_gym.benchmarks.sweep import runner
+from evalstop_gym.benchmarks.sweep.pipeline import prepare
 from evalstop_gym.experiment import Cell
 from evalstop_gym.policies.learned import normaliser_path
 

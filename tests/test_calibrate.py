@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from evalstop_gym.benchmarks.calibrate import CONSTANTS, TARGETS, Search, misfit
 from evalstop_gym.benchmarks.cli import main
+from evalstop_gym.benchmarks.sweep.calibrate import CONSTANTS, TARGETS, Search, misfit
 
 TINY = ["--seeds", "1", "2", "--n-jobs", "30", "--validation-seeds", "1"]
 
@@ -64,7 +64,7 @@ def test_the_printed_command_reproduces_the_search(argv: list[str]) -> None:
     same search (seeds, sampler seed, validation seeds, size, constants, trials)."""
     import argparse
 
-    from evalstop_gym.benchmarks import calibrate
+    from evalstop_gym.benchmarks.sweep import calibrate
 
     parser = argparse.ArgumentParser()
     calibrate.add_arguments(parser)
@@ -78,8 +78,8 @@ def test_the_printed_command_reproduces_the_search(argv: list[str]) -> None:
 def test_targets_and_bounds_are_read_from_the_claims_table() -> None:
     """E2's figures are typed once (paper_claims.E2_FIGURES): calibrate fits the same values and
     tolerances the claims judge."""
-    from evalstop_gym.benchmarks.calibrate import BOUNDS
-    from evalstop_gym.benchmarks.paper_claims import E2_FIGURES
+    from evalstop_gym.benchmarks.analysis.paper_claims import E2_FIGURES
+    from evalstop_gym.benchmarks.sweep.calibrate import BOUNDS
 
     for t in TARGETS:
         assert (t.paper, t.tol) == E2_FIGURES[t.name][:2] and E2_FIGURES[t.name].sense == 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from evalstop_gym.benchmarks.claims import FIT, NOT, REPRO, Stat, as_fit, level
-from evalstop_gym.benchmarks.paper_claims import e6, e8, waste_ceiling
+from evalstop_gym.benchmarks.analysis.claims import FIT, NOT, REPRO, Stat, as_fit, level
+from evalstop_gym.benchmarks.analysis.paper_claims import e6, e8, waste_ceiling
 from evalstop_gym.config import SimConfig
 
 EVAL2, SRTF = "EvalStop-2+SRTF-Est", "SRTF-Est"

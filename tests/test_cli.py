@@ -143,7 +143,7 @@ def test_engine_and_isolate_options_leave_the_callers_environment_as_it_was(tmp_
 
 def test_engine_and_isolate_travel_with_each_run_spec(tmp_path, monkeypatch):
     """--engine and --isolate reach the run itself (any worker), and never its digest."""
-    from evalstop_gym.benchmarks import runner
+    from evalstop_gym.benchmarks.sweep import runner
     from evalstop_gym.experiment import load_experiment
 
     seen = []
@@ -166,7 +166,9 @@ def test_engine_and_isolate_travel_with_each_run_spec(tmp_path, monkeypatch):
 def test_report_and_run_walk_out_for_stale_temp_files_once(tmp_path, monkeypatch):
     """OUT's lock is taken at the command's entry; the experiments' and collation's own locks
     nest in it, so a killed sweep's temp files are looked for once per command, not per step."""
-    from evalstop_gym.benchmarks import durable, pipeline, report
+    from evalstop_gym.benchmarks import durable
+    from evalstop_gym.benchmarks.report import reproduction as report
+    from evalstop_gym.benchmarks.sweep import pipeline
 
     walks: list = []
     real = durable.remove_stale
@@ -228,8 +230,9 @@ print("\\nimported:" + ",".join(m for m in {modules!r} + {own!r} if m in sys.mod
 def modules_after(code: str) -> set[str]:
     import subprocess
 
-    own = tuple(f"evalstop_gym.benchmarks.{m}" for m in ("train", "report", "perf", "pipeline",
-                                                         "runner", "calibrate", "replay"))
+    own = tuple(f"evalstop_gym.benchmarks.{m}" for m in (
+        "rl.train", "report.reproduction", "perf.engine", "sweep.pipeline", "sweep.runner",
+        "sweep.calibrate", "detectors.replay"))
     script = IMPORTED.format(code=code, modules=HEAVY_MODULES, own=own)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=True)
@@ -250,14 +253,17 @@ def test_a_subcommands_help_imports_only_that_subcommand():
     code = ("from evalstop_gym.benchmarks import cli\ntry:\n    cli.main(['perf', '--help'])\n"
             "except SystemExit:\n    pass")
     loaded = modules_after(code)
-    assert "evalstop_gym.benchmarks.perf" in loaded
-    assert not loaded & {"evalstop_gym.benchmarks.train", "evalstop_gym.benchmarks.report",
-                         "torch", "stable_baselines3"}
+    assert "evalstop_gym.benchmarks.perf.engine" in loaded
+    assert not loaded & {"evalstop_gym.benchmarks.rl.train",
+                         "evalstop_gym.benchmarks.report.reproduction", "torch",
+                         "stable_baselines3"}
 
 
 def test_run_s_help_imports_the_sweep_machinery_but_no_learning_library():
     code = ("from evalstop_gym.benchmarks import cli\ntry:\n    cli.main(['run', '--help'])\n"
             "except SystemExit:\n    pass")
     loaded = modules_after(code)
-    assert {"evalstop_gym.benchmarks.pipeline", "evalstop_gym.benchmarks.runner"} <= loaded
-    assert not loaded & {"torch", "stable_baselines3", "evalstop_gym.benchmarks.report"}
+    assert {"evalstop_gym.benchmarks.sweep.pipeline",
+            "evalstop_gym.benchmarks.sweep.runner"} <= loaded
+    assert not loaded & {"torch", "stable_baselines3",
+                         "evalstop_gym.benchmarks.report.reproduction"}

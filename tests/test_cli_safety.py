@@ -130,7 +130,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_file(tmp_path):
 def test_an_os_error_reaching_the_cli_is_one_line(monkeypatch, log_csv, tmp_path, capsys):
     """Whatever OSError escapes a command (here ENOSPC from inside the replay's table write) is
     reported in one line with exit code 1, not a traceback."""
-    from evalstop_gym.benchmarks import replay
+    from evalstop_gym.benchmarks.detectors import replay
 
     def full(table, path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
@@ -261,7 +261,7 @@ def test_a_bad_deadline_setting_is_one_line(tiny, tmp_path, capsys, monkeypatch)
 
 
 def test_workers_are_capped_at_the_cpu_count_with_a_warning(tiny, tmp_path, capsys, caplog):
-    from evalstop_gym.benchmarks.runner import available_cpus, local_workers
+    from evalstop_gym.benchmarks.sweep.runner import available_cpus, local_workers
 
     cpus = available_cpus()
     assert local_workers(cpus) == cpus and local_workers(1000) == cpus
@@ -292,7 +292,7 @@ def crash_log(tmp_path, crashed: str):
 
 
 def test_a_crashed_run_is_replayed_but_never_a_peer(tmp_path, capsys):
-    from evalstop_gym.benchmarks import replay
+    from evalstop_gym.benchmarks.detectors import replay
     from evalstop_gym.traces.logs import read_logs
 
     peer = replay.replay(read_logs([crash_log(tmp_path, "yes")]), ["MedianPruner-50-1"])
@@ -314,7 +314,7 @@ def test_a_completed_cell_that_is_not_yes_or_no_is_refused(tmp_path, capsys):
 
 def test_replay_defaults_are_detectors_of_constant_cost_per_eval():
     """The default list holds no detector that rescans a run's history at every eval."""
-    from evalstop_gym.benchmarks.replay import DEFAULT_DETECTORS
+    from evalstop_gym.benchmarks.detectors.replay import DEFAULT_DETECTORS
 
     assert DEFAULT_DETECTORS and not {d.split("-")[0] for d in DEFAULT_DETECTORS} & {
         "CUSUM", "BOCPD"}
@@ -330,7 +330,7 @@ def test_replay_shows_progress_on_stderr(log_csv, capsys):
 # --- reports from missing inputs, and the shipped corpus ------------------------------------
 
 def test_beyond_refuses_a_folder_without_its_runs_and_keeps_the_old_file(tmp_path, capsys):
-    from evalstop_gym.benchmarks import beyond
+    from evalstop_gym.benchmarks.report import beyond
 
     (tmp_path / "BEYOND.md").write_text("the old report\n")
     assert beyond.main([str(tmp_path / "no-such-results"), "--root", str(tmp_path)]) == 2
@@ -391,7 +391,7 @@ def test_report_with_set_keeps_the_paper_runs_and_says_so_at_the_top(tmp_path, c
 
 
 def test_a_user_copy_of_a_packaged_experiment_gets_its_own_folder(tmp_path):
-    from evalstop_gym.benchmarks.pipeline import prepare
+    from evalstop_gym.benchmarks.sweep.pipeline import prepare
     from evalstop_gym.config import CONFIG_DIR
 
     text = (CONFIG_DIR / "e2.yaml").read_text().replace(

@@ -89,7 +89,7 @@ def test_a_subnormal_eval_interval_is_refused_in_one_line():
 # A run's digest as the runner computes it, and the config's part of it, in a fresh process.
 DIGEST = """
 import hashlib, json, evalstop_gym
-from evalstop_gym.benchmarks import runner
+from evalstop_gym.benchmarks.sweep import runner
 from evalstop_gym.config import CONFIG_DIR, to_dict
 from evalstop_gym.experiment import load_experiment
 spec = runner.specs(load_experiment("e2"), seeds=[42])[1]

@@ -165,7 +165,7 @@ def test_median_pruner_learns_only_from_completed_jobs_of_the_same_type():
 def test_beyond_analysis_from_a_runs_frame(tmp_path):
     import pandas as pd
 
-    from evalstop_gym.benchmarks import beyond
+    from evalstop_gym.benchmarks.report import beyond
 
     rows = []
     for sigma in (0.05, 0.10):

@@ -21,7 +21,7 @@ import yaml
 from markdown.extensions.toc import slugify
 
 import evalstop_gym
-from evalstop_gym.benchmarks.paper_claims import E2_FIGURES
+from evalstop_gym.benchmarks.analysis.paper_claims import E2_FIGURES
 from evalstop_gym.online import RunMonitor
 from evalstop_gym.policies import BASES, DETECTORS, make_base, make_detector
 
@@ -93,7 +93,7 @@ def test_generated_reports_and_paper_figures_are_included(site):
         if line.startswith("## "):   # the included file's sections are in the page's contents
             assert f'href="#{slugify(line[3:], "-")}"' in toc, line
     figures = (site / "paper-figures" / "index.html").read_text(encoding="utf-8")
-    assert 'id="evalstop_gym.benchmarks.paper_claims.E2_FIGURES"' in figures
+    assert 'id="evalstop_gym.benchmarks.analysis.paper_claims.E2_FIGURES"' in figures
     for key in E2_FIGURES:
         assert key in figures, key
     for page in (REPO / "docs").rglob("*.md"):

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from sweep_gate import gated_process, wait_for
 
-from evalstop_gym.benchmarks import cli, durable, runner
+from evalstop_gym.benchmarks import cli, durable
 from evalstop_gym.benchmarks.durable import OutputError, out_lock
+from evalstop_gym.benchmarks.sweep import runner
 from evalstop_gym.config import CONFIG_DIR
 from evalstop_gym.experiment import load_experiment
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 
-from evalstop_gym.benchmarks import figures
-from evalstop_gym.benchmarks.figure_style import (
+from evalstop_gym.benchmarks.analysis import figures
+from evalstop_gym.benchmarks.analysis.figure_style import (
     NEUTRAL,
     OKABE_ITO,
     pdf_font_subtypes,

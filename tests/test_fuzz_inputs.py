@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from evalstop_gym.benchmarks import cli
-from evalstop_gym.benchmarks.pipeline import prepare
+from evalstop_gym.benchmarks.sweep.pipeline import prepare
 from evalstop_gym.benchmarks.usage import UsageError, parse_overrides
 from evalstop_gym.config import CONFIG_DIR, ConfigError, SimConfig, load_sim_config, to_dict
 from evalstop_gym.experiment import load_experiment

@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 import pytest
 
-from evalstop_gym.benchmarks.duration_leak import duration_errors
+from evalstop_gym.benchmarks.analysis.duration_leak import duration_errors
 from evalstop_gym.policies import FIFO, SRTFEst
 from evalstop_gym.sim.cluster import CheckRequest, Cluster, ScheduleRequest
 from evalstop_gym.sim.jobs import Job

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from evalstop_gym.benchmarks.learned_report import learned_section
+from evalstop_gym.benchmarks.report.learned import learned_section
 
 COLUMNS = ("reward", "jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped")
 
@@ -37,7 +37,7 @@ def test_one_row_per_trained_model_and_the_baselines_once(tmp_path):
 
 def test_the_training_command_carries_every_option_that_changes_the_results():
     """A control=full run on another platform is reproduced by its command, not by PPO's."""
-    from evalstop_gym.benchmarks.learned_report import training_command
+    from evalstop_gym.benchmarks.report.learned import training_command
 
     args = {"algo": "maskable_ppo", "total_timesteps": 500, "seed": 3, "out": "runs/my run",
             "control": "full", "config": "e1", "base_scheduler": "SRTF-Est", "n_envs": 2,

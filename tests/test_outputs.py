@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalstop_gym.benchmarks import pipeline
+from evalstop_gym.benchmarks.sweep import pipeline
 
 
 def experiment_folder(out: Path, name: str, n_jobs: int) -> None:
@@ -50,7 +50,7 @@ def run_beyond(*argv: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.beyond", *argv],
+    return subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.report.beyond", *argv],
                           capture_output=True, text=True)
 
 
@@ -69,7 +69,7 @@ def test_beyond_run_as_a_module_on_an_empty_folder_exits_non_zero(tmp_path):
 
 
 def test_report_names_each_file_it_writes_by_its_absolute_path(tmp_path, monkeypatch, capsys):
-    from evalstop_gym.benchmarks import report
+    from evalstop_gym.benchmarks.report import reproduction as report
 
     monkeypatch.chdir(tmp_path)
     report.written(Path("REPRODUCTION.md"))
@@ -78,7 +78,8 @@ def test_report_names_each_file_it_writes_by_its_absolute_path(tmp_path, monkeyp
 
 def test_report_from_no_runs_writes_nothing_and_exits_non_zero(tmp_path, monkeypatch, capsys):
     """A matrix that yields no run (here: none selected) leaves the old report in place."""
-    from evalstop_gym.benchmarks import cli, report
+    from evalstop_gym.benchmarks import cli
+    from evalstop_gym.benchmarks.report import reproduction as report
 
     monkeypatch.setattr(report, "MATRIX", ())
     target = tmp_path / "REPRODUCTION.md"

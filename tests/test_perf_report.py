@@ -1,12 +1,12 @@
 """The performance benchmark's plumbing: perf.json's keys and the tables, on a quick stand-in
-for the slow parts (the real figures come from `python -m evalstop_gym.benchmarks.perf`)."""
+for the slow parts (the real figures come from `python -m evalstop_gym.benchmarks.perf.engine`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from evalstop_gym.benchmarks import perf
+from evalstop_gym.benchmarks.perf import engine as perf
 
 
 def test_perf_json_has_the_keys_issue_6_names(tmp_path, monkeypatch, capsys):

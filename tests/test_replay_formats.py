@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalstop_gym import traces
-from evalstop_gym.benchmarks import replay
+from evalstop_gym.benchmarks.detectors import replay
 from evalstop_gym.traces.log_formats import detect, read_logs_skipping
 from evalstop_gym.traces.log_metrics import mode_for, pick_metric
 from evalstop_gym.traces.logs import LogError, read_csv_runs, read_logs, read_trainer_state

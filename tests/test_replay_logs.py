@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalstop_gym.benchmarks import replay
+from evalstop_gym.benchmarks.detectors import replay
 from evalstop_gym.traces.logs import (
     LogError,
     choose_metric,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from evalstop_gym.benchmarks import cli, figures
-from evalstop_gym.benchmarks.pipeline import prepare, variant
-from evalstop_gym.benchmarks.tables import terminal_table
+from evalstop_gym.benchmarks import catalog, cli
+from evalstop_gym.benchmarks.analysis import figures
+from evalstop_gym.benchmarks.analysis.tables import terminal_table
+from evalstop_gym.benchmarks.sweep.pipeline import prepare, variant
 
 SMALL = {"workload.n_jobs": 20}
 
@@ -103,14 +104,14 @@ def test_sweeps_draw_no_results_figure(name, tmp_path):
     runs = pd.DataFrame([{"cell": "a", "policy": "EvalStop-2+SRTF-Est", "detector": "EvalStop-2",
                           "seed": 1, "value": 0.1, "jct": 1.0, "wasted_frac": 0.1,
                           "saved_frac": 0.1, "n_stopped": 1.0, "fpr": 0.0, "precision": 1.0}])
-    paths = figures.experiment_figures(name, runs, tmp_path)
+    paths = catalog.experiment_figures(name, runs, tmp_path)
     assert paths and not any(p.name.startswith("results_") for p in paths)
 
 
 def test_report_copies_the_papers_figures_not_a_variants(tmp_path):
     """A variant folder (OUT/e2__...) draws figures of the paper's names: the report copies only
     OUT/<matrix experiment>/ figures, so a variant never replaces the paper's."""
-    from evalstop_gym.benchmarks import report
+    from evalstop_gym.benchmarks.report import reproduction as report
 
     out = tmp_path / "results"
     for folder, data in (("e2", b"paper"), ("e2__noise.sigma=0.05", b"variant"),
@@ -128,7 +129,7 @@ def test_report_copies_the_papers_figures_not_a_variants(tmp_path):
 def test_no_beyond_help_names_every_beyond_experiment():
     import argparse
 
-    from evalstop_gym.benchmarks import report
+    from evalstop_gym.benchmarks.report import reproduction as report
 
     parser = argparse.ArgumentParser()
     report.add_arguments(parser)

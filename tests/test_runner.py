@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from sweep_gate import gated_process, wait_for
 
-from evalstop_gym.benchmarks import runner
-from evalstop_gym.benchmarks.runner import run_sweep
+from evalstop_gym.benchmarks.sweep import runner
+from evalstop_gym.benchmarks.sweep.runner import run_sweep
 from evalstop_gym.config import CONFIG_DIR
 from evalstop_gym.experiment import load_experiment
 

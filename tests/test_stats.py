@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from evalstop_gym.benchmarks.stats import (
+from evalstop_gym.benchmarks.analysis.stats import (
     compare,
     improvement,
     mean_ci,
@@ -88,14 +88,14 @@ def test_compare_and_summarize_by_hand():
 
 
 def _stat(mean: float):
-    from evalstop_gym.benchmarks.claims import Stat
+    from evalstop_gym.benchmarks.analysis.claims import Stat
 
     return Stat(mean, 0.0, 5, [mean] * 5)
 
 
 def test_ratio_verdict_needs_the_size_for_reproduced():
     """A stated 2.2x: 2.1x is reproduced, 1.5x only the same direction, 0.9x not at all."""
-    from evalstop_gym.benchmarks.claims import NOT, REPRO, SAME, Stat, ratio
+    from evalstop_gym.benchmarks.analysis.claims import NOT, REPRO, SAME, Stat, ratio
 
     def verdict(cell):
         return ratio("E", "c", 2.2, cell, _stat(1.0), 0.22).verdict
@@ -108,7 +108,7 @@ def test_ratio_verdict_needs_the_size_for_reproduced():
 
 def test_delta_of_the_wrong_sign_is_never_reproduced():
     """JCT 110 vs 100 is slower; wasted 0.25 vs 0.20 is more waste: both fail."""
-    from evalstop_gym.benchmarks.claims import NOT, REPRO, delta
+    from evalstop_gym.benchmarks.analysis.claims import NOT, REPRO, delta
 
     assert delta("E", "c", "jct", _stat(110.0), _stat(100.0), None, 0, +1).verdict == NOT
     assert delta("E", "c", "wasted_frac", _stat(0.25), _stat(0.2), -21.8, 5, -1).verdict == NOT
@@ -117,7 +117,7 @@ def test_delta_of_the_wrong_sign_is_never_reproduced():
 
 def test_a_change_that_is_not_significant_is_only_the_same_direction():
     """+3% JCT over seeds that scatter by 20%: the right sign and size, but not established."""
-    from evalstop_gym.benchmarks.claims import REPRO, SAME, Stat, delta
+    from evalstop_gym.benchmarks.analysis.claims import REPRO, SAME, Stat, delta
 
     noisy_ref = Stat(100.0, 0.0, 5, [80.0, 90.0, 100.0, 110.0, 120.0])
     noisy_cell = Stat(97.0, 0.0, 5, [77.0, 87.0, 97.0, 107.0, 117.0])
@@ -131,7 +131,7 @@ def test_a_change_that_is_not_significant_is_only_the_same_direction():
 def test_paired_p_sees_a_small_steady_gain_that_welch_misses():
     """Seeds differ a lot from each other but each cell is 2% faster on every seed: paired
     differences are tiny and steady (significant), the pooled spread hides them (Welch)."""
-    from evalstop_gym.benchmarks.stats import paired_p, welch_p
+    from evalstop_gym.benchmarks.analysis.stats import paired_p, welch_p
 
     ref = {s: 1000.0 + 300.0 * ((s * 7) % 5) for s in range(10)}
     cell = {s: v * 0.98 + (0.5 if s % 2 else -0.5) for s, v in ref.items()}
@@ -146,7 +146,7 @@ def test_paired_p_sees_a_small_steady_gain_that_welch_misses():
 def test_seed_power_section_reports_both_tests_per_cell():
     import pandas as pd
 
-    from evalstop_gym.benchmarks.beyond import seed_power, seed_power_section
+    from evalstop_gym.benchmarks.report.beyond import seed_power, seed_power_section
 
     rows = []
     for seed in range(8):
@@ -202,7 +202,7 @@ def test_shared_seeds_are_compared_paired_where_welch_sees_nothing():
 def test_wilcoxon_matches_scipy_and_is_nan_where_undefined():
     """Ties and a zero difference (scipy then permutes exhaustively) give scipy's own p; one
     pair, or no difference at all, is undefined rather than p = 1."""
-    from evalstop_gym.benchmarks.stats import wilcoxon_p
+    from evalstop_gym.benchmarks.analysis.stats import wilcoxon_p
 
     a = {1: 5.0, 2: 7.0, 3: 6.0, 4: 9.0, 5: 4.0, 6: 8.0}
     b = {1: 4.0, 2: 5.0, 3: 6.0, 4: 7.0, 5: 5.0, 6: 6.0}
@@ -246,7 +246,7 @@ def test_nan_values_drop_their_pair_only():
 
 
 def test_summary_table_carries_the_test_columns():
-    from evalstop_gym.benchmarks.stats import summary_table
+    from evalstop_gym.benchmarks.analysis.stats import summary_table
 
     summ = summary_table(_paired_runs(WORKLOAD, FASTER),
                          {"reference": {"base": "SRTF-Est", "detector": "none"}}, False)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats as st
 
-from evalstop_gym.benchmarks.claims import REPRO, SAME, Stat, delta
-from evalstop_gym.benchmarks.tables import experiment_markdown, fmt_p, table_frame
+from evalstop_gym.benchmarks.analysis.claims import REPRO, SAME, Stat, delta
+from evalstop_gym.benchmarks.analysis.tables import experiment_markdown, fmt_p, table_frame
 
 REF = {"base": "SRTF-Est", "detector": "none"}
 # Seeds whose workloads differ a lot, and a cell 5% faster on each (a steady paired gain that
@@ -70,7 +70,7 @@ def test_a_stated_change_is_judged_on_the_paired_p():
 
 
 def test_reproduction_header_states_the_paired_rule(tmp_path: Path):
-    from evalstop_gym.benchmarks.report import render
+    from evalstop_gym.benchmarks.report.reproduction import render
 
     text = render({}, tmp_path, 0.0, 0.0, "evalstop-bench report")
     assert "paired t-test on per-seed differences" in text
@@ -78,7 +78,7 @@ def test_reproduction_header_states_the_paired_rule(tmp_path: Path):
 
 
 def test_jain_check_uses_the_paired_test():
-    from evalstop_gym.benchmarks.paper_claims import e2
+    from evalstop_gym.benchmarks.analysis.paper_claims import e2
 
     runs = e2_like()
     assert not math.isnan(runs["jain"].iloc[0])
@@ -118,7 +118,7 @@ def sweep_like() -> pd.DataFrame:
 
 def test_swept_value_is_a_column_never_cut():
     """Every row of both tables shows its sigma in full, beside a short row label."""
-    from evalstop_gym.benchmarks.tables import terminal_table
+    from evalstop_gym.benchmarks.analysis.tables import terminal_table
 
     runs, ref = sweep_like(), {"detector": "EvalStop-2"}
     md = experiment_markdown("E7", runs, ref, True)
@@ -143,7 +143,7 @@ def test_swept_value_is_a_column_never_cut():
 def test_terminal_table_shows_both_fprs_labelled():
     """SPEC's FPR (healthy RLHF) and the paper's (all non-hacking) side by side, with a legend;
     rows over different bases keep their full names under 'cell'."""
-    from evalstop_gym.benchmarks.tables import terminal_table
+    from evalstop_gym.benchmarks.analysis.tables import terminal_table
 
     runs = e2_like()
     runs.loc[runs["detector"] == "EvalStop-2", ["fpr", "fpr_all"]] = [0.9, 0.4]

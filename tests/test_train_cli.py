@@ -57,8 +57,8 @@ def test_options_that_cannot_work_are_one_line_errors_before_training(capsys, ex
     assert needle in err and "\n" not in err
 
 
-def test_the_script_is_a_thin_wrapper_over_the_subcommand():
-    out = subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.train_stop_policy",
+def test_the_module_form_runs_the_subcommand():
+    out = subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "train",
                           "--help"], capture_output=True, text=True, check=True).stdout
     assert "--total-timesteps" in out and "--algo {ppo,dqn,maskable_ppo}" in out
 
@@ -68,7 +68,7 @@ def test_baselines_are_reset_at_every_episode(monkeypatch):
     carry what it learnt on one held-out seed into the next."""
     import argparse
 
-    from evalstop_gym.benchmarks import train
+    from evalstop_gym.benchmarks.rl import train
     from evalstop_gym.env import HeuristicAgent
 
     calls = []
@@ -89,7 +89,7 @@ def test_baselines_are_reset_at_every_episode(monkeypatch):
 
 
 def test_episode_resets_the_agent_after_the_env():
-    from evalstop_gym.benchmarks import train
+    from evalstop_gym.benchmarks.rl import train
 
     calls = []
 
@@ -167,7 +167,7 @@ def test_planned_steps_round_up_to_whole_rollouts():
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from evalstop_gym.benchmarks import train
+    from evalstop_gym.benchmarks.rl import train
 
     venv = DummyVecEnv([lambda: gym.make(train.ENV_ID, overrides={"workload.n_jobs": 8})] * 2)
     model = PPO("MultiInputPolicy", venv, n_steps=1024, batch_size=64, device="cpu")

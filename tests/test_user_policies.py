@@ -245,7 +245,7 @@ def test_an_experiment_file_whose_import_fails_is_one_line(tmp_path, capsys):
 
 def test_report_takes_import_and_registers_before_any_experiment_is_checked(tmp_path, capsys):
     from evalstop_gym.benchmarks.cli import build_parser
-    from evalstop_gym.benchmarks.sweep_command import check_sweep_args, run_options
+    from evalstop_gym.benchmarks.sweep.command import check_sweep_args, run_options
 
     mine = write(tmp_path, "reportmine.py", DETECTOR.replace("UserSlope", "ReportSlope"))
     args = build_parser().parse_args(["report", "--out", str(tmp_path / "out"),

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalstop_gym.benchmarks import cli, pipeline, runner, sweep_command
+from evalstop_gym.benchmarks import cli
+from evalstop_gym.benchmarks.sweep import command as sweep_command
+from evalstop_gym.benchmarks.sweep import pipeline, runner
 from evalstop_gym.benchmarks.usage import parse_overrides
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalstop_gym.benchmarks import which_detector as wd
-from evalstop_gym.benchmarks.oracle import BayesOracle
+from evalstop_gym.benchmarks.detectors import which_detector as wd
+from evalstop_gym.benchmarks.detectors.oracle import BayesOracle
 from evalstop_gym.policies import DETECTORS, PolicyNameError, make_detector
 from evalstop_gym.simulate import resolve_config
 
@@ -78,8 +78,8 @@ def test_bad_options_fail_in_one_line_before_any_run(capsys) -> None:
 
 def test_regenerating_beyond_keeps_the_which_detector_section(tmp_path):
     """write_beyond re-renders BEYOND.md from the sweeps; the section this command wrote stays."""
-    from evalstop_gym.benchmarks.beyond import with_which_detector
-    from evalstop_gym.benchmarks.which_detector import END, START
+    from evalstop_gym.benchmarks.detectors.which_detector import END, START
+    from evalstop_gym.benchmarks.report.beyond import with_which_detector
 
     old = tmp_path / "BEYOND.md"
     section = f"{START}\n## Which detector?\n\nmeasured rows\n{END}\n"

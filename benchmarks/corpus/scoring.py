@@ -30,7 +30,7 @@ from evalstop_gym.sim.workload import eval_points
 from evalstop_gym.traces.corpus import FAMILIES, CorpusRun, at_progress, corpus_file, load_family
 
 from ..durable import write_csv, write_json
-from ..runner import code_digest
+from ..sweep.runner import code_digest
 
 DENSITIES: dict[str, float | None] = {"native": None, "5%": 0.05, "10%": 0.10, "15%": 0.15}
 CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..tables import to_markdown
+from ..analysis.tables import to_markdown
 
 GROUPS = {"supervised": "supervised corpus (digits MLPs; declining = overfitting)",
           "reward": "reward over-optimisation corpus",

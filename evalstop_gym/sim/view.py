@@ -15,8 +15,9 @@ drift (`sim/pace.py`: log step time a Brownian motion in progress, volatility 0.
 progress for RLHF, whose rollout lengths drift, 0.1 for LoRA and DPO), so the duration a policy
 reads off progress and the clock is an estimate, not the truth: BEYOND.md's section "What a policy
 can read off the clock" measures it at every check of the default platform, for three
-estimates (among them one that knows the pace model), from `benchmarks/duration_leak.py`. The
-error shrinks as a job nears its end, as on a platform: fewer steps remain.
+estimates (among them one that knows the pace model), from
+`benchmarks/analysis/duration_leak.py`. The error shrinks as a job nears its end, as on a
+platform: fewer steps remain.
 `tests/test_information_boundary.py` holds medians above 3% (RLHF) and 0.5% (LoRA, DPO) and
 the share of checks within 1e-6 under 1%, for all three estimates. With
 `step_time_volatility: 0` every step takes the same time and the same formula recovers the

@@ -35,7 +35,7 @@ from evalstop_gym.sim import native
 from evalstop_gym.simulate import collector_paused, run_jobs, simulate
 from evalstop_gym.workloads import generate_workload
 
-from . import durable
+from .. import durable
 
 HEADLINE = "EvalStop-2+SRTF-Est"
 BASES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched")
@@ -187,7 +187,7 @@ def scale_child(n_jobs: int, gpus: int, engine: str = "auto", seed: int = 42) ->
 
 
 def scale_point(n_jobs: int, gpus: int, timeout: float, engine: str) -> dict[str, Any]:
-    code = ("import json; from evalstop_gym.benchmarks.perf import scale_child; "
+    code = ("import json; from evalstop_gym.benchmarks.perf.engine import scale_child; "
             f"print(json.dumps(scale_child({n_jobs}, {gpus}, {engine!r})))")
     failed = {"jobs": n_jobs, "gpus": gpus, "engine": engine, "wall_s": None,
               "peak_mem_mb": None}
@@ -245,7 +245,7 @@ def philly_replay(timeout: float, engine: str = "auto") -> dict[str, Any] | None
             return None
     except ImportError:
         return None
-    code = ("import json; from evalstop_gym.benchmarks.perf import philly_child; "
+    code = ("import json; from evalstop_gym.benchmarks.perf.engine import philly_child; "
             f"print(json.dumps(philly_child({engine!r})))")
     return _child(code, timeout, {})
 
@@ -281,7 +281,7 @@ def peak_rss_mb() -> float:
 # Imports only `evalstop_gym`: the child must also run from a wheel install or another cwd,
 # where the checkout's top-level `policies` folder is not importable.
 COMPILE_CODE = ("import json, time; t0 = time.perf_counter(); "
-                "from evalstop_gym.benchmarks.perf import e2_config, HEADLINE; "
+                "from evalstop_gym.benchmarks.perf.engine import e2_config, HEADLINE; "
                 "from evalstop_gym.simulate import simulate; "
                 "from evalstop_gym.policies import parse_policy; "
                 "simulate(e2_config({jobs}, 64), parse_policy(HEADLINE), 1, engine='native'); "
@@ -417,7 +417,7 @@ def write_markdown(lines: list[str], quick: bool, path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .usage import check_output
+    from ..usage import check_output
 
     check_output(args.out, "--out", "dir")   # before the minutes of measuring, not after
     if not args.no_markdown:

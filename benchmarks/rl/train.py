@@ -20,7 +20,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,9 @@ from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
 from evalstop_gym.env.arguments import MAX_TABLE_ROWS
 from evalstop_gym.experiment import PAPER_SEEDS
 
-from . import durable
-from .tables import fmt_ci
-from .usage import UsageError, check_output, parse_overrides
+from .. import durable
+from ..analysis.tables import fmt_ci
+from ..usage import UsageError, check_output, parse_overrides
 
 log = logging.getLogger(__name__)
 ALGOS = ("ppo", "dqn", "maskable_ppo")
@@ -298,9 +298,3 @@ def main(args: argparse.Namespace) -> int:
     print(f"model: {path}{score}")
     return 0
 
-
-def run_cli(argv: Sequence[str] | None = None) -> int:
-    """`evalstop-bench train ARGS` (the old script entry point calls this)."""
-    from .cli import main as cli_main
-
-    return cli_main(["train", *(argv or [])])

@@ -28,18 +28,18 @@ from evalstop_gym.experiment import experiment_path, load_experiment
 from evalstop_gym.policies import parse_policy
 from evalstop_gym.simulate import simulate
 
-from . import durable
-from .claims import FIT, NOT, REPRO, SAME
-from .paper_claims import CLAIMS, E2_FIGURES
+from .. import durable
+from ..analysis.claims import FIT, NOT, REPRO, SAME
+from ..analysis.paper_claims import E2_FIGURES
+from ..analysis.stats import improvement
+from ..analysis.tables import to_markdown
+from ..catalog import CLAIMS, VALIDATION
 from .runner import run_one, specs
-from .stats import improvement
-from .tables import to_markdown
 
 log = logging.getLogger(__name__)
 SRTF, EVAL2 = "SRTF-Est", "EvalStop-2+SRTF-Est"
 SA65, LP = "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est"
 FIT_POLICIES = (SRTF, EVAL2, SA65, LP)
-VALIDATION = ("e1", "e3")
 RANK = {REPRO: 3, FIT: 2, SAME: 1, NOT: 0}
 STEP = 0.1   # relative step of the one-at-a-time elasticities
 CALIBRATION_HEADING = "## Calibration of the lost constants\n"
@@ -273,7 +273,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .usage import UsageError, check_output
+    from ..usage import UsageError, check_output
 
     if args.trials < 1 or (args.n_jobs is not None and args.n_jobs < 1):
         raise UsageError("--trials and --n-jobs must be at least 1")

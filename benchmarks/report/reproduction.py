@@ -22,23 +22,22 @@ import pandas as pd
 from evalstop_gym.config import CONFIG_DIR, ConfigError
 from evalstop_gym.experiment import list_experiments
 
-from . import durable
-from .calibrate import CALIBRATION_HEADING
-from .claims import ALPHA, FIT, REPRO, SAME, VERDICTS, Row
-from .learned_report import learned_section
-from .paper_claims import CLAIMS
-from .pipeline import MATRIX, collate_out, prepare, run_experiment, variant
-from .runner import load_runs
-from .tables import to_markdown
+from .. import durable
+from ..analysis.claims import ALPHA, FIT, REPRO, SAME, VERDICTS, Row
+from ..analysis.tables import to_markdown
+from ..catalog import BEYOND, CLAIMS, MATRIX
+from ..sweep.calibrate import CALIBRATION_HEADING
+from ..sweep.pipeline import collate_out, prepare, run_experiment, variant
+from ..sweep.runner import load_runs
+from .learned import learned_section
 
 log = logging.getLogger(__name__)
-BEYOND = ("e7x", "e8x", "e2x", "philly", "e9")
 LEARNED_DIRS = (Path("runs/ppo_stop"), Path("runs/ppo_stop_seed20000"),
                 Path("runs/ppo_stop_seed30000"), Path("runs/dqn_stop"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .sweep_command import add_sweep_arguments
+    from ..sweep.command import add_sweep_arguments
 
     add_sweep_arguments(p, "results")
     p.add_argument("--reproduction", default="REPRODUCTION.md",
@@ -60,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_outputs(args: argparse.Namespace) -> None:
     """REPRODUCTION.md, and BEYOND.md and figures/ beside it, writable before any run starts."""
-    from .usage import check_output
+    from ..usage import check_output
 
     inputs = [*(Path(d) / "results.csv" for d in args.learned),
               *(Path(d) / "calibration.md" for d in args.calibration or ())]
@@ -222,7 +221,7 @@ def train_missing(folders: list[Path]) -> None:
             continue
         algo = "dqn" if "dqn" in folder.name else "ppo"
         seed = folder.name.rpartition("_seed")[2] if "_seed" in folder.name else "10000"
-        subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.train_stop_policy",
+        subprocess.run([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "train",
                         "--algo", algo, "--seed", seed, "--out", str(folder)], check=True)
 
 
@@ -231,8 +230,8 @@ def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace,
     """The experiments beyond the paper (--set variants in folders of their own), then
     `root`/BEYOND.md from them; philly only if the trace exists. Returns the files written
     under `root` (BEYOND.md and its figures)."""
+    from ..sweep.command import run_options
     from .beyond import write_beyond
-    from .sweep_command import run_options
 
     folders = {}
     for name in BEYOND:
@@ -248,8 +247,8 @@ def run_beyond(out: Path, overrides: Mapping, args: argparse.Namespace,
 
 
 def main(args: argparse.Namespace) -> int:
-    from .sweep_command import check_sweep_args, run_options
-    from .usage import parse_overrides
+    from ..sweep.command import check_sweep_args, run_options
+    from ..usage import parse_overrides
 
     check_sweep_args(args)
     out, overrides = Path(args.out), parse_overrides(args.overrides)

@@ -1,4 +1,4 @@
-"""`python -m evalstop_gym.benchmarks.online_perf`: what a live monitor and replay cost per eval.
+"""`python -m evalstop_gym.benchmarks.perf.online`: what a live monitor and replay cost per eval.
 
 RunMonitor: n updates of one run (a rising metric and a falling loss, so no detector stops and
 every update is judged), timed without tracing; peak memory is a second pass under tracemalloc
@@ -29,10 +29,10 @@ from pathlib import Path
 from evalstop_gym.online import MonitorGroup, RunMonitor
 from evalstop_gym.policies.detector import learns_from_runs
 
-from .durable import write_text
-from .perf import NOTES_MARKER
-from .replay import replay
-from .tables import to_markdown
+from ..analysis.tables import to_markdown
+from ..detectors.replay import replay
+from ..durable import write_text
+from .engine import NOTES_MARKER
 
 BEGIN, END = "<!-- online_perf: begin -->", "<!-- online_perf: end -->"
 SIZES = (1_000, 100_000, 1_000_000)
@@ -146,8 +146,8 @@ def table(rows: list[dict]) -> str:
 
 def block(markdown: str, sizes: Sequence[int]) -> str:
     return "\n".join([
-        BEGIN, "", "## Live monitor and log replay (benchmarks/online_perf.py)", "",
-        f"`python -m evalstop_gym.benchmarks.online_perf` (sizes {', '.join(map(str, sizes))}). "
+        BEGIN, "", "## Live monitor and log replay (benchmarks/perf/online.py)", "",
+        f"`python -m evalstop_gym.benchmarks.perf.online` (sizes {', '.join(map(str, sizes))}). "
         "Rows named by a detector are RunMonitor updates; `replay` is a CSV log read and "
         "replayed with EvalStop-2. x10: growth per tenfold evals (10 is linear); peak MB is "
         "tracemalloc's peak. On a shared machine the rates move between runs (and so does x10 "

@@ -44,7 +44,7 @@ from evalstop_gym.policies.user_code import MODEL_PREFIX
 from evalstop_gym.private_seeds import SeedSecret, check_private_config, seal_output
 from evalstop_gym.simulate import simulate
 
-from . import durable
+from .. import durable
 
 log = logging.getLogger(__name__)
 

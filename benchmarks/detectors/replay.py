@@ -52,8 +52,8 @@ from evalstop_gym.sim.workload import JOB_TYPES
 from evalstop_gym.traces.log_formats import FORMATS, read_logs_skipping
 from evalstop_gym.traces.logs import LogError, LoggedRun
 
-from . import tables
-from .durable import write_csv
+from ..analysis import tables
+from ..durable import write_csv
 
 DEFAULT_DETECTORS = ("EvalStop-2", "Patience-3", "MedianPruner")   # O(1)/O(window) per eval
 GROUP_BY = ("metric", "file", "run", "none")
@@ -257,7 +257,7 @@ def main(args: argparse.Namespace) -> int:
     """Print the replay table; 2 on a bad log or detector name (the message says which)."""
     from tqdm import tqdm
 
-    from .usage import UsageError, check_output
+    from ..usage import UsageError, check_output
 
     if args.csv:
         check_output(args.csv, "--csv", "file", args.logs)

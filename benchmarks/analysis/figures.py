@@ -9,7 +9,7 @@ from a finished sweep. Titles say what is shown; REPRODUCTION.md numbers the fig
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from evalstop_gym.config import SimConfig  # noqa: E402
 from evalstop_gym.sim.workload import true_curves  # noqa: E402
 from evalstop_gym.workloads import generate_workload  # noqa: E402
 
-from . import durable  # noqa: E402
+from .. import durable  # noqa: E402
 from .figure_style import (  # noqa: E402
     DOUBLE,
     NA_GID,
@@ -45,7 +45,6 @@ from .stats import _matches, cells, mean_ci  # noqa: E402
 
 log = logging.getLogger(__name__)
 DETECTORS = ("EvalStop-2+SRTF-Est", "StopAt-0.65+SRTF-Est", "LossPlateau+SRTF-Est")
-VARIANT_SEP = "__"   # between an experiment's name and its --set overrides (pipeline.variant)
 Reference = Mapping[str, Any] | None   # an experiment's `reference` (cell fields to match)
 
 
@@ -313,32 +312,3 @@ def results_figure(runs: pd.DataFrame, directory: Path, name: str,
                    reference: Reference = None) -> list[Path]:
     """results_`name`.{png,pdf}, double column (draw_results)."""
     return save(draw_results(runs, name, reference), directory, f"results_{name}")
-
-
-FIGURES: dict[str, Callable[[pd.DataFrame, Path, Reference], list[Path]]] = {
-    "e5": fig3,
-    "e6": fig4,
-    "e7": lambda r, d, ref: fig5(r, d, "eval noise sigma (score units)",
-                                 "fig5a_precision_vs_sigma", reference=ref),
-    "e8": lambda r, d, ref: fig5(r, d, "hacking base rate (fraction of RLHF jobs)",
-                                 "fig5b_precision_vs_base_rate", identity=True, reference=ref),
-}
-
-
-def experiment_figures(name: str, runs: pd.DataFrame, directory: Path,
-                       config: SimConfig | None = None,
-                       reference: Reference = None) -> list[Path]:
-    """The figures that belong to experiment `name` (E2 also draws Fig. 2 from its synthetic
-    workload); an experiment without a sweep also gets its results figure. A variant run with
-    --set (`e2__noise.sigma=0.05`) draws what its experiment draws. `reference` (the
-    experiment's reference cell fields) is marked in every figure."""
-    base = name.partition(VARIANT_SEP)[0]
-    paths = FIGURES[base](runs, directory, reference) if base in FIGURES else []
-    # Fig. 2 draws a synthetic job's true curves; corpus jobs have no closed-form curves
-    if base == "e2" and config is not None and config.curves.source == "synthetic":
-        paths += fig2(config, int(runs["seed"].iloc[0]), directory)
-    if runs["value"].isna().all():
-        paths += results_figure(runs, directory, name, reference)
-    for p in paths:
-        log.info("wrote %s", p)
-    return paths

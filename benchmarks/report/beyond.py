@@ -25,13 +25,14 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from evalstop_gym.experiment import load_experiment  # noqa: E402
 
-from .durable import OutputError, write_text  # noqa: E402
-from .duration_leak import duration_leak_table  # noqa: E402
-from .figure_style import DOUBLE, policy_styles, styled  # noqa: E402
-from .figures import figure_legend, save  # noqa: E402
-from .runner import load_runs  # noqa: E402
-from .stats import improvement, paired_p, welch_p  # noqa: E402
-from .tables import to_markdown  # noqa: E402
+from ..analysis.duration_leak import duration_leak_table  # noqa: E402
+from ..analysis.figure_style import DOUBLE, policy_styles, styled  # noqa: E402
+from ..analysis.figures import figure_legend, save  # noqa: E402
+from ..analysis.stats import improvement, paired_p, welch_p  # noqa: E402
+from ..analysis.tables import to_markdown  # noqa: E402
+from ..catalog import BEYOND  # noqa: E402
+from ..durable import OutputError, write_text  # noqa: E402
+from ..sweep.runner import load_runs  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -317,8 +318,9 @@ def render(e7x: pd.DataFrame | None, e8x: pd.DataFrame | None, drop_md: str,
                   "(mean rate); those minutes plus the rest at the last interval's pace (last "
                   "pace); and the rest as a policy that knows the pace model and the type's "
                   "volatility expects it (model-aware). "
-                  "From `benchmarks/duration_leak.py`; `tests/test_information_boundary.py` "
-                  "holds floors under these medians.\n", leak_md, ""]
+                  "From `benchmarks/analysis/duration_leak.py`; "
+                  "`tests/test_information_boundary.py` holds floors under these medians.\n",
+             leak_md, ""]
     return "\n".join(parts)
 
 
@@ -331,8 +333,8 @@ def write_beyond(results_dir: Path, repo_root: Path, figures: list[Path] | None 
     The drop-to-noise table reads the platform configs in configs/ whatever `repo_root` is.
     """
     repo_root = Path(repo_root)
-    sources = ("e7x", "e8x", "e2x")
-    folders = {n: (folders or {}).get(n, n) for n in (*sources, "philly", "e9")}
+    sources = ("e7x", "e8x", "e2x")   # the noise models' sweeps, in the order drawn
+    folders = {n: (folders or {}).get(n, n) for n in BEYOND}
     if not any((Path(results_dir) / folders[n] / "runs.csv").is_file() for n in sources):
         raise OutputError(f"{results_dir}: holds none of {', '.join(sources)}'s runs.csv; run "
                           f"them first (evalstop-bench run {' '.join(sources)} --out "
@@ -358,7 +360,7 @@ def write_beyond(results_dir: Path, repo_root: Path, figures: list[Path] | None 
 def with_which_detector(text: str, old: Path) -> str:
     """`text` carrying the "Which detector?" section of the BEYOND.md it replaces: another
     command (`benchmarks.which_detector --beyond`) writes that section, from runs of its own."""
-    from .which_detector import END, START, replace_section
+    from ..detectors.which_detector import END, START, replace_section
 
     previous = old.read_text(encoding="utf-8") if old.is_file() else ""
     found = re.search(re.escape(START) + ".*?" + re.escape(END) + "\n?", previous, re.S)
@@ -405,8 +407,8 @@ def corpus_markdown(results_dir: Path, figures_dir: Path | None = None,
     (their paths appended to `drawn`)."""
     from evalstop_gym.traces.corpus import corpus_file
 
-    from .corpus.scoring import stored_scores, summarise_corpus
-    from .corpus.tables import corpus_section, e9_summary
+    from ..corpus.scoring import stored_scores, summarise_corpus
+    from ..corpus.tables import corpus_section, e9_summary
 
     scores = stored_scores(Path(results_dir) / "corpus_scores.csv", CORPUS_DETECTORS)
     e9 = _read(results_dir, e9_folder)
@@ -424,16 +426,16 @@ def corpus_markdown(results_dir: Path, figures_dir: Path | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m evalstop_gym.benchmarks.beyond RESULTS [--root DIR]`: BEYOND.md from the runs
-    under RESULTS (e7x, e8x, e2x, philly, e9: `evalstop-bench run NAME --out RESULTS`)."""
+    """`python -m evalstop_gym.benchmarks.report.beyond RESULTS [--root DIR]`: BEYOND.md from
+    the runs under RESULTS (e7x, e8x, e2x, philly, e9: `evalstop-bench run NAME --out RESULTS`)."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m evalstop_gym.benchmarks.beyond")
+    p = argparse.ArgumentParser(prog="python -m evalstop_gym.benchmarks.report.beyond")
     p.add_argument("results", type=Path, help="the --out folder the experiments ran into")
     p.add_argument("--root", type=Path, default=Path("."), help="where BEYOND.md is written")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from .usage import UsageError, check_output
+    from ..usage import UsageError, check_output
 
     try:
         check_output(args.root / "BEYOND.md", "--root", "file")

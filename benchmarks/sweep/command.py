@@ -15,10 +15,11 @@ from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.private_seeds import SeedSecret
 from evalstop_gym.sim.native import ENGINES
 
-from .durable import out_lock
-from .pipeline import MATRIX, check_collatable, collate_out, prepare, run_experiment, variant
+from ..catalog import MATRIX
+from ..durable import out_lock
+from ..usage import UsageError, check_output, parse_overrides
+from .pipeline import check_collatable, collate_out, prepare, run_experiment, variant
 from .runner import BACKENDS, CONNECT_S, RunOptions, check_address, local_workers
-from .usage import UsageError, check_output, parse_overrides
 
 
 def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> None:

@@ -1,4 +1,4 @@
-"""The learned-stop-policy section of REPRODUCTION.md, from `train_stop_policy.py`'s results.
+"""The learned-stop-policy section of REPRODUCTION.md, from `evalstop-bench train`'s results.
 
 Each training folder holds `results.csv` (one row per policy and held-out seed: the model and the
 heuristic baselines, all run through the env) and `results.json` (the training arguments). Every
@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from .tables import fmt_ci, to_markdown
+from ..analysis.tables import fmt_ci, to_markdown
 
 METRICS = (("reward", "reward", 1.0, 1), ("JCT (min)", "jct", 1.0, 0),
            ("wasted %", "wasted_frac", 100.0, 1), ("precision %", "precision", 100.0, 1),
@@ -31,7 +31,7 @@ def training_command(args: dict) -> str:
     """The command line that reproduces a training run from its recorded arguments: --algo,
     --total-timesteps, --seed and --out, then every other option recorded with a value other
     than `evalstop-bench train`'s default (a control=full run, another --config, --set)."""
-    from .train import add_arguments
+    from ..rl.train import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -3,7 +3,7 @@
 A benchmark, not a timed test: numbers depend on the machine and its load, so the ratio to
 CartPole (measured in the same process, same minute) is the figure to compare across machines.
 
-    python -m evalstop_gym.benchmarks.env_throughput --seconds 5
+    python -m evalstop_gym.benchmarks.perf.env_throughput --seconds 5
 """
 
 from __future__ import annotations

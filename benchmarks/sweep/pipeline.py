@@ -30,16 +30,16 @@ from evalstop_gym.policies import make_policy
 from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import MODEL_PREFIX, is_file_ref, user_target
 
-from . import durable
+from .. import durable
+from ..analysis.stats import summary_table
+from ..analysis.tables import experiment_markdown, terminal_table
+from ..catalog import VARIANT_SEP, experiment_figures
 from .runner import DEFAULT_OPTIONS, ID_COLUMNS, RunOptions, SweepResult, run_sweep
-from .stats import summary_table
-from .tables import experiment_markdown, terminal_table
 
 log = logging.getLogger(__name__)
 
 OUTPUT_FILES = ("runs.csv", "summary.csv")   # collated in OUT (not jobs.csv: large)
 RETIRED_FILES = ("jobs.csv",)   # collated by older versions; stale once left in OUT
-MATRIX = ("e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8")  # the paper's experiments (SPEC 6)
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._,=+-]")   # what a variant folder's name may hold
 MAX_VARIANT = 80          # characters of overrides kept in a variant's folder name
 
@@ -81,7 +81,6 @@ def own_name(exp: Experiment, given: str | Path) -> Experiment:
     that keeps `name: e2`) but differing from it is renamed `e2__<file>~<hash>`, so its runs
     and tables never replace the packaged experiment's in OUT/e2/; an identical copy keeps the
     name (its runs are the same runs)."""
-    from .figures import VARIANT_SEP
 
     path = Path(given)
     if path.suffix not in (".yaml", ".yml") or exp.name not in list_experiments():
@@ -144,7 +143,6 @@ def variant(exp: Experiment, overrides: Mapping[str, Any] | None) -> Experiment:
     """The experiment named after its --set overrides, `e2__noise.sigma=0.05` (readable and
     filesystem-safe; a hash is appended when characters had to be replaced or cut), so each
     variant has its own OUT/<name>/ folder. Without overrides: the experiment unchanged."""
-    from .figures import VARIANT_SEP
 
     if not overrides:
         return exp
@@ -159,7 +157,6 @@ def variant(exp: Experiment, overrides: Mapping[str, Any] | None) -> Experiment:
 
 def write_outputs(exp: Experiment, result: SweepResult, directory: Path) -> str:
     """runs.csv, jobs.csv, summary.csv, table.md and the experiment's figures; returns the table."""
-    from .figures import experiment_figures
 
     durable.write_csv(result.runs, directory / "runs.csv")   # each file atomically
     durable.write_csv(result.jobs, directory / "jobs.csv")

@@ -1,6 +1,6 @@
 """Wall time of the whole experiment matrix (`evalstop-bench run all`) from scratch.
 
-    python -m evalstop_gym.benchmarks.matrix_walltime --workers 2
+    python -m evalstop_gym.benchmarks.perf.matrix_walltime --workers 2
 
 Runs every experiment into a fresh temporary directory (nothing is reused) and prints the wall
 time, the summed per-run simulation time and the slowest cells, so the "whole matrix in under two
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .pipeline import MATRIX, prepare, run_experiment
+from ..catalog import MATRIX
+from ..sweep.pipeline import prepare, run_experiment
 
 
 def measure(workers: int, out: Path) -> tuple[float, pd.DataFrame]:

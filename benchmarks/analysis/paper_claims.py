@@ -6,7 +6,6 @@ Each function takes that experiment's runs DataFrame and returns report rows; to
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import pandas as pd
@@ -301,7 +300,3 @@ def e8(r: pd.DataFrame) -> list[Row]:
               stat(r, "fpr_all", policy="StopAt-0.65+SRTF-Est", value=0.2), 0.05, True,
               healthy_fpr(r, policy="StopAt-0.65+SRTF-Est", value=0.2)),
     ]
-
-
-CLAIMS: dict[str, Callable[[pd.DataFrame], list[Row]]] = {
-    "e1": e1, "e2": e2, "e3": e3, "e4": e4, "e5": e5, "e6": e6, "e7": e7, "e8": e8}
