@@ -21,6 +21,7 @@ import gymnasium as gym
 import evalstop_gym  # noqa: F401  (registers EvalStopCluster-v0)
 from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
 from evalstop_gym.env.batch_core import MAX_ENVS
+from evalstop_gym.env.vector import EvalStopClusterVectorEnv
 
 from .usage import parse_overrides
 from .vector_throughput import ppo_table, ppo_timing, random_stops, vector_steps_per_second
@@ -50,6 +51,7 @@ def vector_rows(args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str
     for n, engine in runs:
         venv = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="vector_entry_point",
                             config=args.config, engine=engine, **overrides)
+        assert isinstance(venv.unwrapped, EvalStopClusterVectorEnv)
         core = type(venv.unwrapped.core).__name__
         rows[f"vector env N={n} engine={engine} ({core})"] = vector_steps_per_second(
             venv, random_stops(n), args.seconds)

@@ -89,7 +89,7 @@ class ReferenceBatch:
             EvalStopClusterEnv(first.config, base_scheduler, "stop", first.monitored,
                                first.milestones) for _ in range(self.num_envs - 1)]
         self.single_observation_space: spaces.Dict = first.observation_space  # type: ignore
-        self.obs = {key: np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
+        self.obs = {key: np.zeros((self.num_envs, *(space.shape or ())), dtype=space.dtype)
                     for key, space in self.single_observation_space.spaces.items()}
         self.reward = np.zeros(self.num_envs, dtype=np.float64)
         self.terminated = np.ones(self.num_envs, dtype=bool)   # nothing to step before a reset
@@ -112,7 +112,7 @@ class ReferenceBatch:
     def step(self, stop: np.ndarray) -> None:
         actions = check_stop(stop, self.num_envs)
         self.reward[self.terminated] = 0.0
-        for i in np.flatnonzero(~self.terminated):
+        for i in np.flatnonzero(~self.terminated).tolist():
             obs, reward, _, _, info = self.envs[i].step(int(actions[i]))
             self._write(i, obs, info)
             self.reward[i] = reward
@@ -158,11 +158,11 @@ class EpisodeSeeds:
         """Gymnasium's vector convention: an int s seeds env i with s + i; a list, one each."""
         if seed is None:
             return [None] * num_envs
-        if isinstance(seed, Integral) and not isinstance(seed, bool) and seed >= 0:
+        if isinstance(seed, Integral) and not isinstance(seed, bool) and int(seed) >= 0:
             return [int(seed) + i for i in range(num_envs)]
         seeds = list(seed) if isinstance(seed, (list, tuple, np.ndarray)) else [False]
         if len(seeds) != num_envs or any(
-                s is not None and (isinstance(s, bool) or not isinstance(s, Integral) or s < 0)
+                s is not None and (isinstance(s, bool) or not isinstance(s, Integral) or int(s) < 0)
                 for s in seeds):
             raise ValueError(f"seed: expected None, a whole number >= 0 or {num_envs} of them "
                              f"(None or >= 0); got {seed!r}")

@@ -124,7 +124,7 @@ class VectorEnvAdapter(VecEnv):
         rewards = core.reward.astype(np.float32)
         dones = core.terminated.copy()
         infos = [self._info(i) for i in range(self.num_envs)]
-        ended = np.flatnonzero(dones)
+        ended = np.flatnonzero(dones).tolist()
         for i in ended:
             infos[i]["terminal_observation"] = {k: rows[i].copy() for k, rows in core.obs.items()}
         if len(ended):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -30,11 +30,10 @@ ENGINES = native.ENGINES   # "auto", "native", "python": as `simulate`'s engine 
 
 def compiled_core() -> type[BatchCore] | None:
     """The compiled batch core's class, or None while its module is absent from the build."""
-    if importlib.util.find_spec(f"{__package__}.compiled_batch") is None:
+    name = f"{__package__}.compiled_batch"
+    if importlib.util.find_spec(name) is None:
         return None   # MERGE CHECK: absent only before the kernel branch lands
-    from .compiled_batch import CompiledBatch  # type: ignore[import-not-found]
-
-    return CompiledBatch  # type: ignore[no-any-return]
+    return cast("type[BatchCore]", importlib.import_module(name).CompiledBatch)
 
 
 def select_core(engine: str, config: SimConfig, base_scheduler: str) -> type[BatchCore]:
@@ -117,7 +116,7 @@ class EvalStopClusterVectorEnv(VectorEnv):
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
                 raise ValueError(f"options['reset_mask']: expected a bool array of shape "
                                  f"({self.num_envs},) with at least one True")
-        indices = np.flatnonzero(mask)
+        indices = np.flatnonzero(mask).tolist()
         self.core.reset(indices, self.seeds.draw(indices, [seeds[i] for i in indices]))
         self._autoreset[indices] = False
         self._started = True
@@ -131,7 +130,7 @@ class EvalStopClusterVectorEnv(VectorEnv):
         resetting = self._autoreset
         self.core.step(stop)   # envs that ended last step are terminated in the core: untouched
         if resetting.any():
-            indices = np.flatnonzero(resetting)
+            indices = np.flatnonzero(resetting).tolist()
             self.core.reset(indices, self.seeds.draw(indices, [None] * len(indices)))
         reward = self.core.reward.copy()
         reward[resetting] = 0.0
@@ -157,7 +156,7 @@ class EvalStopClusterVectorEnv(VectorEnv):
             "job_id": ids, "_job_id": live.copy(),
             "action_mask": np.ones((self.num_envs, 2), dtype=np.int8),
             "_action_mask": np.ones(self.num_envs, dtype=bool)}
-        for i in np.flatnonzero(~live):
+        for i in np.flatnonzero(~live).tolist():
             self._add_info(infos, {"metrics": self.core.metrics(i),
-                                   "reward_terms": self.core.reward_terms(i)}, int(i))
+                                   "reward_terms": self.core.reward_terms(i)}, i)
         return infos
