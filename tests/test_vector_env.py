@@ -312,3 +312,19 @@ def test_unseeded_draws_follow_the_single_envs_generator():
     env.reset(seed=5)
     env.reset()
     assert first == [5, 6] and later[0] == env._seed
+
+
+def test_gymnasiums_vector_wrappers_compose():
+    """RecordEpisodeStatistics reads the autoreset mode: its episode return is the rewards' sum."""
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+    venv = RecordEpisodeStatistics(vector(2))
+    venv.reset(seed=0)
+    totals, checked = np.zeros(2), 0
+    for _ in range(120):
+        _, reward, term, _, info = venv.step(np.zeros(2, int))
+        totals += reward
+        for i in np.flatnonzero(term):
+            assert info["episode"]["r"][i] == pytest.approx(totals[i])
+            totals[i], checked = 0.0, checked + 1
+    assert checked >= 2
