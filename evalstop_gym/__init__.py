@@ -50,4 +50,5 @@ def __dir__() -> list[str]:
 # The Gymnasium env, registered by a string entry point so importing the package stays light.
 from gymnasium.envs.registration import register as _register  # noqa: E402
 
-_register(id="EvalStopCluster-v0", entry_point="evalstop_gym.env.cluster_env:EvalStopClusterEnv")
+_register(id="EvalStopCluster-v0", entry_point="evalstop_gym.env.cluster_env:EvalStopClusterEnv",
+          vector_entry_point="evalstop_gym.env.vector:EvalStopClusterVectorEnv")

@@ -50,6 +50,7 @@ def test_a_short_training_writes_the_model_and_the_evaluation_table(tmp_path, ca
     (["--n-envs", "0"], "--n-envs 0: expected a whole number >= 1"),
     (["--baselines", "Bogus-1"], "detector 'Bogus-1' is unknown"),
     (["--set", "workload.n_jobz=3"], "n_jobz"),
+    (["--num-envs", "4"], "--num-envs and --n-envs: give one"),
 ])
 def test_options_that_cannot_work_are_one_line_errors_before_training(capsys, extra, needle):
     assert cli.main(["train", *TINY, *extra]) == 2
@@ -191,3 +192,33 @@ def test_the_rl_extra_brings_tensorboard_for_sb3s_log(tmp_path):
                 tensorboard_log=str(tmp_path))
     model.learn(16)
     assert list(tmp_path.rglob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--num-envs", "0"], "--num-envs 0: expected a whole number in [1, 4096]"),
+    (["--num-envs", "4097"], "--num-envs 4097: expected a whole number in [1, 4096]"),
+    (["--num-envs", "2", "--control", "full"], "--num-envs needs --control stop"),
+])
+def test_num_envs_out_of_range_or_with_full_control_is_a_one_line_error(capsys, extra, needle):
+    tiny = [a for a in TINY if a not in ("--n-envs", "1")]
+    assert cli.main(["train", *tiny, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+
+
+def test_num_envs_trains_on_the_vector_env(tmp_path, capsys, monkeypatch):
+    from evalstop_gym.benchmarks.rl import train
+    from evalstop_gym.env.sb3 import VectorEnvAdapter
+
+    built = []
+    original = train.training_env
+    monkeypatch.setattr(train, "training_env", lambda args: built.append(original(args))
+                        or built[-1])
+    tiny = [a for a in TINY if a not in ("--n-envs", "1")]
+    out = tmp_path / "vec"
+    assert cli.main(["train", *tiny, "--num-envs", "4", "--out", str(out)]) == 0
+    assert isinstance(built[0].unwrapped, VectorEnvAdapter) and built[0].num_envs == 4
+    assert (out / "ppo_stop.zip").exists()
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["args"]["num_envs"] == 4
+    assert "PPO (learned)" in capsys.readouterr().out

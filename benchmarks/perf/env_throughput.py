@@ -1,22 +1,32 @@
-"""Env steps per second of EvalStopCluster-v0 in both modes, beside CartPole-v1 in the same run.
+"""Env steps per second of EvalStopCluster-v0 in both modes and of its vector env at N = 1, 8,
+64, 256, beside CartPole-v1 single and gymnasium's SyncVectorEnv of CartPole at the same N, in the
+same run; with --ppo, PPO's wall time to a fixed number of steps on the single env (DummyVecEnv,
+n_envs=1) against the vector env (N=64), split into rollout collection and gradient updates.
 
 A benchmark, not a timed test: numbers depend on the machine and its load, so the ratio to
 CartPole (measured in the same process, same minute) is the figure to compare across machines.
 
-    python -m evalstop_gym.benchmarks.perf.env_throughput --seconds 5
+    python -m evalstop_gym.benchmarks.perf.env_throughput --seconds 5 --ppo
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 
 import evalstop_gym  # noqa: F401  (registers EvalStopCluster-v0)
 from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
+from evalstop_gym.env.batch_core import MAX_ENVS
+from evalstop_gym.env.vector import EvalStopClusterVectorEnv
+
+from ..usage import parse_overrides
+from .vector_throughput import ppo_table, ppo_timing, random_stops, vector_steps_per_second
+
+ENV_ID = "EvalStopCluster-v0"
 
 
 def steps_per_second(env: gym.Env, act: Callable[[Any], Any], seconds: float) -> float:
@@ -33,29 +43,97 @@ def steps_per_second(env: gym.Env, act: Callable[[Any], Any], seconds: float) ->
     return steps / elapsed
 
 
-def main() -> None:
+def vector_rows(args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str, float]:
+    """The vector env at each --sizes N (engine auto; python at --reference-size), CartPole's
+    SyncVectorEnv at the same N."""
+    rows = {}
+    runs = [(n, "auto") for n in args.sizes] + [(args.reference_size, "python")]
+    for n, engine in runs:
+        venv = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="vector_entry_point",
+                            config=args.config, engine=engine, **overrides)
+        assert isinstance(venv.unwrapped, EvalStopClusterVectorEnv)
+        core = type(venv.unwrapped.core).__name__
+        rows[f"vector env N={n} engine={engine} ({core})"] = vector_steps_per_second(
+            venv, random_stops(n), args.seconds)
+        venv.close()
+    for n in args.sizes:
+        cartpoles = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync")
+        cartpoles.action_space.seed(0)
+        rows[f"CartPole-v1 SyncVectorEnv N={n} (random)"] = vector_steps_per_second(
+            cartpoles, cartpoles.action_space.sample, args.seconds)
+        cartpoles.close()
+    return rows
+
+
+def ppo_comparison(args: argparse.Namespace, overrides: dict[str, Any]) -> str:
+    """PPO to --ppo-steps on DummyVecEnv(n_envs=1) with n_steps = --rollout, then on the vector
+    env with --ppo-envs clusters and n_steps = rollout / N: the same samples per update."""
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from evalstop_gym.env.sb3 import VectorEnvAdapter
+
+    torch.set_num_threads(1)
+    kwargs = {"config": args.config, **overrides}
+    batch = min(64, args.rollout)
+    single = ppo_timing(make_vec_env(ENV_ID, n_envs=1, seed=10_000, env_kwargs=kwargs),
+                        args.rollout, args.ppo_steps, batch)
+    n_steps = args.rollout // args.ppo_envs
+    vector = ppo_timing(VectorEnvAdapter.make(args.ppo_envs, seed=10_000, **kwargs), n_steps,
+                        args.ppo_steps, batch)
+    return ppo_table(single, vector, f"single env (n_envs=1, n_steps={args.rollout})",
+                     f"vector env (N={args.ppo_envs}, n_steps={n_steps})")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     parser.add_argument("--config", default="e2", help="experiment whose platform config to run")
-    args = parser.parse_args()
+    parser.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
+                        help="override a config value (repeatable)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64, 256],
+                        help="vector env sizes N (engine auto) and CartPole SyncVectorEnv sizes")
+    parser.add_argument("--reference-size", type=int, default=8,
+                        help="N of the engine=python vector env row (the reference core)")
+    parser.add_argument("--ppo", action="store_true",
+                        help="also time PPO on the single env against the vector env")
+    parser.add_argument("--ppo-steps", type=int, default=16_384, help="PPO steps per run")
+    parser.add_argument("--ppo-envs", type=int, default=64, help="N of the vector env PPO run")
+    parser.add_argument("--rollout", type=int, default=2048,
+                        help="samples per PPO update (n_steps x envs), a multiple of --ppo-envs")
+    args = parser.parse_args(argv)
+    for option, values in (("--sizes", args.sizes), ("--reference-size", [args.reference_size]),
+                           ("--ppo-envs", [args.ppo_envs])):
+        if any(not 1 <= n <= MAX_ENVS for n in values):
+            parser.error(f"{option} {values}: expected whole numbers in [1, {MAX_ENVS}]")
+    if args.seconds <= 0 or args.ppo_steps < 1:
+        parser.error("--seconds and --ppo-steps: expected positive values")
+    if args.rollout % args.ppo_envs:
+        parser.error(f"--rollout {args.rollout}: expected a multiple of --ppo-envs "
+                     f"{args.ppo_envs}")
+    overrides = parse_overrides(args.overrides)
 
     cartpole = gym.make("CartPole-v1")
     cartpole.action_space.seed(0)
     rows = {"CartPole-v1 (random)": steps_per_second(
         cartpole, lambda _o: cartpole.action_space.sample(), args.seconds)}
     stop_agent = HeuristicAgent.from_name("EvalStop-2")
-    stop_env = gym.make("EvalStopCluster-v0", config=args.config, control="stop")
+    stop_env = gym.make(ENV_ID, config=args.config, control="stop", **overrides)
     rows["EvalStopCluster-v0 stop (EvalStop-2)"] = steps_per_second(
         stop_env, stop_agent.act, args.seconds)
-    full_env = gym.make("EvalStopCluster-v0", config=args.config, control="full")
+    full_env = gym.make(ENV_ID, config=args.config, control="full", **overrides)
     full_agent = TableEvalStopAgent(full_env.get_wrapper_attr("encoder").max_jobs)
     rows["EvalStopCluster-v0 full (EvalStop-2 on the table)"] = steps_per_second(
         full_env, full_agent.act, args.seconds)
+    rows.update(vector_rows(args, overrides))
 
     base = rows["CartPole-v1 (random)"]
     print(f"{'env':<52} {'steps/s':>10} {'vs CartPole':>12}")
     for name, rate in rows.items():
         print(f"{name:<52} {rate:>10.0f} {rate / base:>12.4f}")
+    if args.ppo:
+        print()
+        print(ppo_comparison(args, overrides))
 
 
 if __name__ == "__main__":

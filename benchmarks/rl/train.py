@@ -11,6 +11,10 @@ share a folder. Needs the `rl` extra.
 Command behind the published figures (120k env steps):
 
     evalstop-bench train --algo ppo --total-timesteps 120000 --out runs/ppo_stop
+
+`--num-envs 64` trains on the batched vector env (`EvalStopClusterVectorEnv` through SB3's
+`VectorEnvAdapter`) instead of DummyVecEnv over `--n-envs` single envs: the same episodes per env,
+collected many times faster where the compiled core runs them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import pandas as pd
 import evalstop_gym  # noqa: F401  (registers EvalStopCluster-v0)
 from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
 from evalstop_gym.env.arguments import MAX_TABLE_ROWS
+from evalstop_gym.env.batch_core import MAX_ENVS
 from evalstop_gym.experiment import PAPER_SEEDS
 
 from .. import durable
@@ -51,6 +56,15 @@ PRINTED = (("reward", "reward", 1.0, 1), ("JCT", "jct", 1.0, 0),
 WIDTH = 100
 ENV_ID = "EvalStopCluster-v0"
 MAX_SEED = 2**32 - 1   # numpy's and torch's largest seed
+
+
+class Given(argparse.Action):
+    """Stores the value and notes that the option was given (its default is not a choice)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
 
 
 class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
@@ -75,7 +89,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="base scheduler that allocates GPUs beside the agent")
     p.add_argument("--total-timesteps", type=int, default=120_000,
                    help="env steps of training (one step = one decision point)")
-    p.add_argument("--n-envs", type=int, default=2, help="parallel training envs (DummyVecEnv)")
+    p.add_argument("--n-envs", type=int, default=2, action=Given,
+                   help="parallel training envs, one Python env each (DummyVecEnv)")
+    p.add_argument("--num-envs", type=int, default=None, metavar="N",
+                   help=f"train on the batched vector env instead: N clusters (1 to {MAX_ENVS}) "
+                        "stepped together, compiled where the base has a compiled form "
+                        "(control=stop)")
     p.add_argument("--seed", type=int, default=10_000,
                    help="training seed: torch, SB3 and env i's first workload seed (seed + i)")
     p.add_argument("--eval-seeds", type=int, nargs="+", default=list(PAPER_SEEDS),
@@ -98,7 +117,22 @@ def default_out(args: argparse.Namespace) -> str:
     return f"runs/{args.algo}_{args.control}"
 
 
+def env_count(args: argparse.Namespace) -> int:
+    """The training envs: --num-envs clusters of the vector env, else --n-envs single envs."""
+    return args.num_envs or args.n_envs
+
+
 def check_args(args: argparse.Namespace) -> None:
+    if args.num_envs is not None:
+        if getattr(args, "n_envs_given", False):
+            raise UsageError("--num-envs and --n-envs: give one (--num-envs: the batched vector "
+                             "env; --n-envs: DummyVecEnv over single envs)")
+        if not 1 <= args.num_envs <= MAX_ENVS:
+            raise UsageError(f"--num-envs {args.num_envs}: expected a whole number in "
+                             f"[1, {MAX_ENVS}]")
+        if args.control != "stop":
+            raise UsageError("--num-envs needs --control stop (the vector env runs stop mode; "
+                             "use --n-envs for control=full)")
     for name in ("total_timesteps", "n_envs", "max_jobs", "torch_threads"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)}: "
@@ -108,7 +142,7 @@ def check_args(args: argparse.Namespace) -> None:
                             "control=full is MultiDiscrete: use ppo or maskable_ppo)")
     if any(s < 0 for s in args.eval_seeds):
         raise UsageError(f"--eval-seeds {args.eval_seeds}: expected whole numbers >= 0")
-    top = MAX_SEED - args.n_envs + 1   # env i is seeded --seed + i
+    top = MAX_SEED - env_count(args) + 1   # env i is seeded --seed + i
     if not 0 <= args.seed <= top:
         raise UsageError(f"--seed {args.seed}: expected a whole number in [0, {top}]")
     if args.max_jobs > MAX_TABLE_ROWS:
@@ -130,9 +164,10 @@ def make_model(args: argparse.Namespace, venv: Any) -> Any:
         return DQN("MultiInputPolicy", venv, learning_starts=min(5_000, args.total_timesteps // 4),
                    buffer_size=100_000, exploration_fraction=0.3, target_update_interval=2_000,
                    train_freq=4, **common)
-    ppo = {"n_steps": min(1024, max(16, args.total_timesteps // args.n_envs)), "n_epochs": 10,
+    n_envs = env_count(args)
+    ppo = {"n_steps": min(1024, max(16, args.total_timesteps // n_envs)), "n_epochs": 10,
            "gae_lambda": 0.95, "ent_coef": 0.01, "learning_rate": 3e-4, **common}
-    ppo["batch_size"] = min(256, ppo["n_steps"] * args.n_envs)
+    ppo["batch_size"] = min(256, ppo["n_steps"] * n_envs)
     if args.algo == "maskable_ppo":
         from sb3_contrib import MaskablePPO
 
@@ -156,14 +191,26 @@ def planned_timesteps(model: Any, total: int) -> int:
     return math.ceil(total / chunk) * chunk
 
 
-def train(args: argparse.Namespace) -> Any:
+def training_env(args: argparse.Namespace) -> Any:
+    """The SB3 VecEnv training runs on: the vector env's adapter (--num-envs, episode returns
+    through VecMonitor) or DummyVecEnv over --n-envs single envs (each in a Monitor)."""
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    from evalstop_gym.env.sb3 import VectorEnvAdapter
+
+    if args.num_envs is not None:
+        return VecMonitor(VectorEnvAdapter.make(args.num_envs, seed=args.seed, **env_kwargs(args)))
+    return make_vec_env(ENV_ID, n_envs=args.n_envs, seed=args.seed,
+                        env_kwargs={**env_kwargs(args), "render_mode": None})
+
+
+def train(args: argparse.Namespace) -> Any:
     from stable_baselines3.common.vec_env import VecNormalize
 
     from evalstop_gym.env.sb3 import EpisodeMetricsCallback, ProgressBarCallback
 
-    venv = make_vec_env(ENV_ID, n_envs=args.n_envs, seed=args.seed,
-                        env_kwargs={**env_kwargs(args), "render_mode": None})
+    venv = training_env(args)
     # Reward scaling only: observations stay raw so the saved model acts on the plain encoding.
     venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=0.99)
     model = make_model(args, venv)

@@ -1,6 +1,8 @@
-"""The Gymnasium adapter: `EvalStopCluster-v0`, its observation encodings, reward and agents."""
+"""The Gymnasium adapter: `EvalStopCluster-v0`, its vector env, observation encodings, reward and
+agents."""
 
 from .agents import HeuristicAgent, TableEvalStopAgent
+from .batch_core import BatchCore, ReferenceBatch
 from .cluster_env import EvalStopClusterEnv, resolve_config
 from .observation import (
     CLUSTER_FIELDS,
@@ -11,9 +13,10 @@ from .observation import (
     decode_stop,
 )
 from .reward import RewardTerms
+from .vector import EvalStopClusterVectorEnv
 
 __all__ = [
-    "CLUSTER_FIELDS", "EvalStopClusterEnv", "HeuristicAgent", "JOB_FIELDS", "ROW_FIELDS",
-    "RewardTerms", "StopObservation", "TableEvalStopAgent", "TableObservation", "decode_stop",
-    "resolve_config",
+    "CLUSTER_FIELDS", "BatchCore", "EvalStopClusterEnv", "EvalStopClusterVectorEnv",
+    "HeuristicAgent", "JOB_FIELDS", "ROW_FIELDS", "ReferenceBatch", "RewardTerms",
+    "StopObservation", "TableEvalStopAgent", "TableObservation", "decode_stop", "resolve_config",
 ]

@@ -1,8 +1,9 @@
-"""stable-baselines3 glue: normalising observations without the masks, the paper's metrics in
-SB3's logger, and a progress bar. Needs the `rl` extra; `evalstop_gym.env` does not import it.
+"""stable-baselines3 glue: the batched vector env as an SB3 `VecEnv`, normalising observations
+without the masks, the paper's metrics in SB3's logger, and a progress bar. Needs the `rl` extra;
+`evalstop_gym.env` does not import it.
 
-    from evalstop_gym.env.sb3 import EpisodeMetricsCallback, MaskedVecNormalize
-    venv = MaskedVecNormalize(make_vec_env("EvalStopCluster-v0", n_envs=2))
+    from evalstop_gym.env.sb3 import EpisodeMetricsCallback, MaskedVecNormalize, VectorEnvAdapter
+    venv = MaskedVecNormalize(VectorEnvAdapter.make(64, seed=10_000))   # or make_vec_env(...)
     PPO("MultiInputPolicy", venv).learn(4_096, callback=EpisodeMetricsCallback())
 """
 
@@ -10,12 +11,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 from tqdm.auto import tqdm
+
+from .batch_core import check_stop
+from .vector import EvalStopClusterVectorEnv
 
 # The paper metrics an episode's last info carries in info["metrics"], logged by default.
 LOGGED_METRICS = ("jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped", "ttfuc")
@@ -73,3 +81,106 @@ class ProgressBarCallback(BaseCallback):
 
     def _on_training_end(self) -> None:
         self.bar.close()
+
+
+class VectorEnvAdapter(VecEnv):
+    """SB3's `VecEnv` over `EvalStopClusterVectorEnv`'s batch core, with DummyVecEnv's conventions:
+    same-step autoreset (an ended env's last observation in `info["terminal_observation"]`, the
+    returned row already its next episode's first), one info dict per env (`metrics` and
+    `reward_terms` at episode end, `job_id` while running, `TimeLimit.truncated` False), float32
+    rewards, and seeds from `seed()` used once at the next `reset()`. Env i gives the episodes of
+    DummyVecEnv's env i over single envs seeded alike. `action_masks()` and
+    `env_method("action_masks")` serve MaskablePPO. Drive it or the vector env, not both."""
+
+    PER_ENV = ("action_masks", "metrics", "reward_terms", "job_id")   # env_method's calls
+
+    def __init__(self, venv: EvalStopClusterVectorEnv) -> None:
+        self.venv, self.core = venv, venv.core
+        super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
+        self.actions = np.zeros(venv.num_envs, dtype=np.int64)
+
+    @classmethod
+    def make(cls, num_envs: int, seed: int | None = None, **kwargs: Any) -> VectorEnvAdapter:
+        """The adapter over a new vector env (`kwargs` as `EvalStopClusterVectorEnv`), its first
+        reset seeding env i with seed + i (as `make_vec_env(seed=...)`)."""
+        adapter = cls(EvalStopClusterVectorEnv(num_envs, **kwargs))
+        adapter.seed(seed)
+        return adapter
+
+    def reset(self) -> dict[str, np.ndarray]:
+        every = range(self.num_envs)
+        self.core.reset(every, self.venv.seeds.draw(every, self._seeds))
+        self.reset_infos = [self._info(i) for i in every]
+        self._reset_seeds()
+        self._reset_options()
+        return self._observations()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self.actions = check_stop(np.reshape(actions, -1), self.num_envs)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        core = self.core
+        core.step(self.actions)
+        rewards = core.reward.astype(np.float32)
+        dones = core.terminated.copy()
+        infos = [self._info(i) for i in range(self.num_envs)]
+        ended = np.flatnonzero(dones).tolist()
+        for i in ended:
+            infos[i]["terminal_observation"] = {k: rows[i].copy() for k, rows in core.obs.items()}
+        if len(ended):
+            core.reset(ended, self.venv.seeds.draw(ended, [None] * len(ended)))
+            for i in ended:
+                self.reset_infos[i] = self._info(i)
+        return self._observations(), rewards, dones, infos
+
+    def _info(self, i: int) -> dict[str, Any]:
+        """Env i's info as DummyVecEnv passes it on (the keys the core carries)."""
+        info: dict[str, Any] = {"action_mask": np.ones(2, dtype=np.int8),
+                                "TimeLimit.truncated": False}
+        if self.core.terminated[i]:
+            info["metrics"] = self.core.metrics(i)
+            info["reward_terms"] = self.core.reward_terms(i)
+        else:
+            info["job_id"] = self.core.job_id(i)
+        return info
+
+    def _observations(self) -> dict[str, np.ndarray]:
+        return {key: rows.copy() for key, rows in self.core.obs.items()}
+
+    def action_masks(self) -> np.ndarray:
+        """(num_envs, 2) valid actions, for MaskablePPO."""
+        return self.venv.action_masks()
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def _call(self, name: str, i: int) -> Any:
+        if name == "action_masks":
+            return np.ones(2, dtype=bool)
+        return getattr(self.core, name)(i)
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        """Per env: the `PER_ENV` calls bound to env i, the single spaces, else the vector env's
+        attribute shared by all (config, render_mode, ...)."""
+        targets = list(self._get_indices(indices))
+        if attr_name in self.PER_ENV:
+            return [partial(self._call, attr_name, i) for i in targets]
+        if attr_name in ("observation_space", "action_space"):
+            return [getattr(self, attr_name)] * len(targets)
+        return [getattr(self.venv, attr_name)] * len(targets)
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        if sorted(self._get_indices(indices)) != list(range(self.num_envs)):
+            raise ValueError(f"indices={indices!r}: the envs of a batch share their attributes; "
+                             f"set {attr_name!r} for all of them (indices=None)")
+        setattr(self.venv, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
+        return [call(*method_args, **method_kwargs)
+                for call in self.get_attr(method_name, indices)]
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper],
+                       indices: VecEnvIndices = None) -> list[bool]:
+        """No env of a batch is wrapped (add `VecMonitor` for episode returns)."""
+        return [False for _ in self._get_indices(indices)]

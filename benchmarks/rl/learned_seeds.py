@@ -1,0 +1,203 @@
+"""Learned stop policies over many training seeds, reported as rliable recommends.
+
+Trains PPO (and DQN with `--algos ppo dqn`) on the batched vector env (`evalstop-bench train
+--num-envs`'s path) once per training seed, scores every model on the held-out evaluation seeds
+through the single env as `train.evaluate` does, and scores the heuristic detectors on the same
+seeds. Per metric (recall, FPR, JCT, wasted compute) it reports the interquartile mean (IQM,
+`scipy.stats.trim_mean(x, 0.25)`) over the score matrix of training seeds x evaluation seeds and a
+95% percentile CI from a stratified bootstrap (`scipy.stats.bootstrap`, resampling training seeds
+within each evaluation seed: rliable's protocol with evaluation seeds as its tasks). A heuristic
+has one "run", so its CI resamples the evaluation seeds. Writes runs.csv (one row per policy,
+training seed and evaluation seed), summary.csv and summary.md into --out.
+
+    python -m evalstop_gym.benchmarks.rl.learned_seeds --seeds 10 --total-timesteps 120000
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from scipy import stats
+from tqdm.auto import tqdm
+
+from evalstop_gym.env.batch_core import MAX_ENVS
+from evalstop_gym.experiment import PAPER_SEEDS
+
+from .. import durable
+from ..analysis.tables import to_markdown
+from ..usage import UsageError
+from . import train
+
+log = logging.getLogger(__name__)
+METRICS = (("recall %", "recall", 100.0), ("FPR %", "fpr", 100.0), ("JCT (min)", "jct", 1.0),
+           ("wasted %", "wasted_frac", 100.0))
+BASELINES = ("EvalStop-2", "TrendTest-0.05", "PeerPrior-0.05", "BOCPD-0.5")   # BEYOND.md's
+ALGOS = ("ppo", "dqn")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--algos", nargs="+", choices=ALGOS, default=["ppo"],
+                   help="algorithms to train, each once per training seed")
+    p.add_argument("--seeds", type=int, default=10, help="training seeds per algorithm (K)")
+    p.add_argument("--first-seed", type=int, default=10_000,
+                   help="training seed k is first-seed + 1000 k (torch, SB3, workloads)")
+    p.add_argument("--total-timesteps", type=int, default=120_000, help="env steps per run")
+    p.add_argument("--num-envs", type=int, default=64, help="clusters of the vector env")
+    p.add_argument("--config", default="e2", help="experiment whose platform the env runs")
+    p.add_argument("--base-scheduler", default="SRTF-Est", help="base scheduler beside the agent")
+    p.add_argument("--eval-seeds", type=int, nargs="+", default=list(PAPER_SEEDS),
+                   help="held-out workload seeds every policy is scored on")
+    p.add_argument("--baselines", nargs="*", default=list(BASELINES),
+                   help="heuristic detectors scored beside the learned policies")
+    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
+                   help="override a config value in training and evaluation (repeatable)")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--out", default="runs/learned_seeds", help="folder for the CSVs and table")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def run_args(args: argparse.Namespace, algo: str, seed: int) -> argparse.Namespace:
+    """`evalstop-bench train`'s arguments for one training run on the vector env."""
+    return argparse.Namespace(
+        algo=algo, control="stop", config=args.config, base_scheduler=args.base_scheduler,
+        total_timesteps=args.total_timesteps, n_envs=args.num_envs, num_envs=args.num_envs,
+        seed=seed, eval_seeds=args.eval_seeds, baselines=args.baselines, max_jobs=64,
+        torch_threads=1, overrides=args.overrides, no_progress=True)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    for name in ("seeds", "total_timesteps", "resamples"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a "
+                             f"whole number >= 1")
+    if not 1 <= args.num_envs <= MAX_ENVS:
+        raise UsageError(f"--num-envs {args.num_envs}: expected a whole number in "
+                         f"[1, {MAX_ENVS}]")
+    train.check_args(run_args(args, args.algos[0], args.first_seed
+                              + 1000 * (args.seeds - 1)))
+    train.baseline_actors(run_args(args, "ppo", args.first_seed))
+    try:   # a bad --config, --set or base scheduler fails before any training
+        gym.make(train.ENV_ID, **train.env_kwargs(run_args(args, "ppo", 0))).close()
+    except ValueError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
+
+
+def score_runs(args: argparse.Namespace) -> pd.DataFrame:
+    """One row per policy, training seed (-1 for a heuristic) and evaluation seed."""
+    import torch
+
+    torch.set_num_threads(1)
+    frames = []
+    runs = [(algo, args.first_seed + 1000 * k) for algo in args.algos for k in range(args.seeds)]
+    for algo, seed in tqdm(runs, desc="training", unit="run", disable=args.no_progress):
+        ns = run_args(args, algo, seed)
+        torch.manual_seed(seed)
+        model = train.train(ns)
+        env = gym.make(train.ENV_ID, **train.env_kwargs(ns))
+        actor = train.model_actor(model, env, masked=False)
+        rows = [train.episode(env, s, actor) for s in args.eval_seeds]
+        frames.append(pd.DataFrame(rows).assign(policy=f"{algo.upper()} (learned)",
+                                                train_seed=seed))
+    base = run_args(args, "ppo", args.first_seed)
+    for name, (act, milestones) in train.baseline_actors(base).items():
+        env = gym.make(train.ENV_ID, **train.env_kwargs(base), milestones=milestones)
+        start = getattr(getattr(act, "__self__", None), "reset", None)
+        rows = [train.episode(env, s, act, start) for s in args.eval_seeds]
+        frames.append(pd.DataFrame(rows).assign(policy=name, train_seed=-1))
+    return pd.concat(frames, ignore_index=True)
+
+
+def iqm_ci(matrix: np.ndarray, resamples: int = 2000, seed: int = 0,
+           level: float = 0.95) -> tuple[float, float, float]:
+    """IQM of a runs x tasks score matrix and its stratified-bootstrap percentile CI (runs
+    resampled within each task). One run: the tasks are resampled instead. NaN entries (a
+    metric undefined on a seed) are left out."""
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.shape[0] == 1:
+        matrix = matrix.T
+    columns = [col[np.isfinite(col)] for col in matrix.T]
+    columns = [col for col in columns if len(col)]
+    if not columns:
+        return (np.nan, np.nan, np.nan)
+    iqm = float(stats.trim_mean(np.concatenate(columns), 0.25))
+    varying = [col for col in columns if len(col) > 1]
+    fixed = np.concatenate([col for col in columns if len(col) == 1] or [np.empty(0)])
+    if not varying:
+        return (iqm, iqm, iqm)
+
+    def statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        shape = (*samples[0].shape[:-1], len(fixed))
+        joined = np.concatenate([*samples, np.broadcast_to(fixed, shape)], axis=-1)
+        return stats.trim_mean(joined, 0.25, axis=-1)
+
+    with warnings.catch_warnings():   # identical values: a zero-width CI, as it should be
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        result = stats.bootstrap(varying, statistic, n_resamples=resamples, vectorized=True,
+                                 confidence_level=level, method="percentile",
+                                 rng=np.random.default_rng(seed))
+    low, high = result.confidence_interval
+    low, high = (iqm, iqm) if np.isnan(low) else (float(low), float(high))
+    return (iqm, low, high)
+
+
+def summarise(rows: pd.DataFrame, resamples: int) -> pd.DataFrame:
+    """Per policy and metric: IQM, CI bounds and the number of training runs."""
+    out = []
+    for policy, group in rows.groupby("policy", sort=False):
+        runs = group["train_seed"].nunique()
+        for _, column, _ in METRICS:
+            matrix = group.pivot(index="train_seed", columns="seed", values=column).to_numpy()
+            iqm, low, high = iqm_ci(matrix, resamples)
+            out.append({"policy": policy, "metric": column, "iqm": iqm, "low": low,
+                        "high": high, "runs": runs})
+    return pd.DataFrame(out)
+
+
+def markdown(summary: pd.DataFrame, eval_seeds: Sequence[int]) -> str:
+    """One row per policy: IQM [95% CI] of each metric, then how it was computed."""
+    table = []
+    for policy, group in summary.groupby("policy", sort=False):
+        row: dict[str, Any] = {"policy": policy, "training runs": int(group["runs"].iloc[0])}
+        for title, column, scale in METRICS:
+            r = group.set_index("metric").loc[column]
+            decimals = 0 if scale == 1.0 else 1
+            row[title] = (f"{r.iqm * scale:.{decimals}f} [{r.low * scale:.{decimals}f}, "
+                          f"{r.high * scale:.{decimals}f}]")
+        table.append(row)
+    seeds = ", ".join(map(str, eval_seeds))
+    return (to_markdown(pd.DataFrame(table)) + f"\n\nIQM [95% CI] over training runs x "
+            f"evaluation seeds ({seeds}); stratified bootstrap over training runs per evaluation "
+            f"seed (a heuristic: over evaluation seeds).\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        check_args(args)
+    except ValueError as exc:   # UsageError, or a policy name's own error
+        parser.exit(2, f"error: {' '.join(str(exc).split())}\n")
+    out = Path(args.out)
+    rows = score_runs(args)
+    summary = summarise(rows, args.resamples)
+    out.mkdir(parents=True, exist_ok=True)
+    durable.write_csv(rows, out / "runs.csv")
+    durable.write_csv(summary, out / "summary.csv")
+    text = markdown(summary, args.eval_seeds)
+    durable.write_text(out / "summary.md", text)
+    print(text)
+    log.info("wrote %s", out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""`EvalStopCluster-v0` batched: N stop-mode clusters behind Gymnasium's `VectorEnv` API.
+
+    venv = gym.make_vec("EvalStopCluster-v0", num_envs=64, vectorization_mode="vector_entry_point")
+
+One `step` advances every cluster inside a batch core (`batch_core.py`): the compiled engine
+where the base scheduler has a compiled form, else N single envs in Python. Env i gives the same
+episodes as a single `EvalStopClusterEnv` with the same seed and actions, autoresets included.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from ..config import SimConfig
+from ..policies import make_base
+from ..sim import native
+from ..sim.protocols import capabilities
+from ..simulate import resolve_config
+from .batch_core import BatchCore, EpisodeSeeds, ReferenceBatch, check_num_envs, check_stop
+
+ENGINES = native.ENGINES   # "auto", "native", "python": as `simulate`'s engine argument
+
+
+def compiled_core() -> type[BatchCore] | None:
+    """The compiled batch core's class, or None while its module is absent from the build."""
+    name = f"{__package__}.compiled_batch"
+    if importlib.util.find_spec(name) is None:
+        return None   # MERGE CHECK: absent only before the kernel branch lands
+    return cast("type[BatchCore]", importlib.import_module(name).CompiledBatch)
+
+
+def select_core(engine: str, config: SimConfig, base_scheduler: str) -> type[BatchCore]:
+    """The core to run: compiled when the base has a compiled form, numba is present and the
+    cluster is homogeneous ("auto"; "native" insists), else the reference."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
+    base = make_base(base_scheduler)   # an unknown name fails here, before any work
+    if engine == "python":
+        return ReferenceBatch
+    if config.cluster.kinds:
+        why = "heterogeneous clusters (cluster.kinds) run on the reference core only"
+    elif capabilities(base).native is None:
+        why = f"base scheduler {base_scheduler!r} has no compiled form (protocols.CompiledKey)"
+    elif not native.AVAILABLE:
+        why = "numba is not installed"
+    elif (compiled := compiled_core()) is None:
+        why = "the compiled batch core (evalstop_gym.env.compiled_batch) is not in this build"
+    else:
+        return compiled
+    if engine == "native":
+        raise ValueError(f"engine='native' cannot run this: {why}")
+    return ReferenceBatch
+
+
+class EvalStopClusterVectorEnv(VectorEnv):
+    """N independent `EvalStopCluster-v0` clusters in control="stop", stepped together.
+
+    Gymnasium 1.x conventions: batched `Dict` observations (`observation_space`, built with
+    `batch_space` from `single_observation_space`), `action_space` MultiDiscrete([2] * N),
+    float64 rewards, bool terminations (never truncated), next-step autoreset (an env that ended
+    at step t is reset at step t + 1: its action ignored, reward 0, terminated False).
+    `reset(seed=s)` seeds env i with s + i, `reset(seed=[...])` one each; an unseeded autoreset
+    draws the workload seed from env i's own generator, as `EvalStopClusterEnv.reset()` does.
+    Infos are dicts of arrays with `_key` masks: `job_id` and `action_mask` every step,
+    `metrics` and `reward_terms` (dicts of arrays) at episode end. `engine`: "auto" (compiled
+    core where possible), "native" (compiled or an error) or "python" (N single envs).
+    Other arguments as `EvalStopClusterEnv`; control="full" runs through
+    `gym.make_vec(..., vectorization_mode="sync")`.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(self, num_envs: int = 1, config: str | SimConfig = "e2",
+                 base_scheduler: str = "SRTF-Est", control: str = "stop",
+                 monitored: Iterable[str] = ("rlhf", "dpo"), milestones: Iterable[float] = (),
+                 overrides: Mapping[str, Any] | None = None, engine: str = "auto",
+                 render_mode: str | None = None, **dotted_overrides: Any) -> None:
+        if control != "stop":
+            raise ValueError(f"control={control!r}: the vector env runs control='stop' only; "
+                             f"for 'full' use gym.make_vec(..., vectorization_mode='sync')")
+        if render_mode is not None:
+            raise ValueError(f"render_mode={render_mode!r}: the vector env does not render "
+                             f"(use None, or a single env)")
+        num_envs = check_num_envs(num_envs)
+        if overrides is not None and not isinstance(overrides, Mapping):
+            resolve_config(config, overrides)   # raises, naming the argument
+        self.config = resolve_config(config, {**(overrides or {}), **dotted_overrides})
+        self.core: BatchCore = select_core(engine, self.config, base_scheduler)(
+            num_envs, self.config, base_scheduler, monitored, milestones)
+        self.num_envs = num_envs
+        self.render_mode = None
+        self.single_observation_space = self.core.single_observation_space
+        self.single_action_space = spaces.Discrete(2)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.seeds = EpisodeSeeds(num_envs)
+        self._autoreset = np.zeros(num_envs, dtype=bool)
+        self._started = False
+
+    def reset(self, *, seed: int | list[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray],
+                                                              dict[str, Any]]:
+        """Reset every env (or those of `options["reset_mask"]`, a bool array, as
+        SyncVectorEnv), seeded per Gymnasium's vector convention."""
+        seeds = EpisodeSeeds.spread(seed, self.num_envs)
+        mask = np.ones(self.num_envs, dtype=bool)
+        if options and "reset_mask" in options:
+            mask = np.asarray(options["reset_mask"])
+            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(f"options['reset_mask']: expected a bool array of shape "
+                                 f"({self.num_envs},) with at least one True")
+        indices = np.flatnonzero(mask).tolist()
+        self.core.reset(indices, self.seeds.draw(indices, [seeds[i] for i in indices]))
+        self._autoreset[indices] = False
+        self._started = True
+        return self._observations(), self._infos()
+
+    def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
+                                          np.ndarray, dict[str, Any]]:
+        stop = check_stop(actions, self.num_envs)
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        resetting = self._autoreset
+        self.core.step(stop)   # envs that ended last step are terminated in the core: untouched
+        if resetting.any():
+            indices = np.flatnonzero(resetting).tolist()
+            self.core.reset(indices, self.seeds.draw(indices, [None] * len(indices)))
+        reward = self.core.reward.copy()
+        reward[resetting] = 0.0
+        terminated = self.core.terminated & ~resetting
+        self._autoreset = terminated.copy()
+        return (self._observations(), reward, terminated,
+                np.zeros(self.num_envs, dtype=bool), self._infos())
+
+    def action_masks(self) -> np.ndarray:
+        """(num_envs, 2) valid actions (both, always), as MaskablePPO wants them."""
+        return np.ones((self.num_envs, 2), dtype=bool)
+
+    def _observations(self) -> dict[str, np.ndarray]:
+        return {key: rows.copy() for key, rows in self.core.obs.items()}
+
+    def _infos(self) -> dict[str, Any]:
+        """The single envs' infos in Gymnasium's vector form (what SyncVectorEnv would give for
+        the keys the core carries)."""
+        live = ~self.core.terminated
+        ids = np.fromiter((self.core.job_id(i) if live[i] else 0 for i in range(self.num_envs)),
+                          dtype=np.int64, count=self.num_envs)
+        infos: dict[str, Any] = {
+            "job_id": ids, "_job_id": live.copy(),
+            "action_mask": np.ones((self.num_envs, 2), dtype=np.int8),
+            "_action_mask": np.ones(self.num_envs, dtype=bool)}
+        for i in np.flatnonzero(~live).tolist():
+            self._add_info(infos, {"metrics": self.core.metrics(i),
+                                   "reward_terms": self.core.reward_terms(i)}, i)
+        return infos

@@ -1,0 +1,44 @@
+"""The throughput benchmark runs end to end at tiny sizes and prints every row (nothing timed is
+asserted: speed is what the benchmark shows, not what a test checks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalstop_gym.benchmarks.perf import env_throughput
+from evalstop_gym.benchmarks.perf.vector_throughput import PPOTiming, ppo_table
+
+TINY = ["--seconds", "0.02", "--sizes", "1", "3", "--reference-size", "2",
+        "--set", "workload.n_jobs=12"]
+
+
+def test_the_benchmark_prints_every_row(capsys):
+    pytest.importorskip("stable_baselines3")
+    env_throughput.main([*TINY, "--ppo", "--ppo-steps", "64", "--ppo-envs", "4",
+                         "--rollout", "32"])
+    out = capsys.readouterr().out
+    for row in ("CartPole-v1 (random)", "EvalStopCluster-v0 stop", "EvalStopCluster-v0 full",
+                "vector env N=1 engine=auto", "vector env N=3 engine=auto",
+                "vector env N=2 engine=python (ReferenceBatch)",
+                "CartPole-v1 SyncVectorEnv N=1", "CartPole-v1 SyncVectorEnv N=3",
+                "single env (n_envs=1, n_steps=32)", "vector env (N=4, n_steps=8)",
+                "collect per sample, single / vector", "samples/s end to end, vector / single"):
+        assert row in out, row
+    table = out.split("PPO run")[0].strip().splitlines()
+    assert len(table) == 1 + 3 + 3 + 2   # heading, single envs, vector envs, CartPole vectors
+
+
+def test_ppo_table_reports_the_ratios():
+    single, vector = PPOTiming(10.0, 8.0, 2.0, 100), PPOTiming(4.0, 0.5, 3.5, 100)
+    text = ppo_table(single, vector, "single", "vector")
+    assert "16.0x" in text and "2.5x" in text   # 8 / 0.5 per sample; 25 / 10 samples/s
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--sizes", "0"], "--sizes [0]: expected whole numbers in [1, 4096]"),
+    (["--ppo-envs", "64", "--rollout", "100"], "--rollout 100: expected a multiple"),
+])
+def test_bad_sizes_are_one_line_errors(capsys, argv, needle):
+    with pytest.raises(SystemExit):
+        env_throughput.main(argv)
+    assert needle in capsys.readouterr().err
