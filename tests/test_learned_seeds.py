@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from evalstop_gym.benchmarks import sections
 from evalstop_gym.benchmarks.rl import learned_seeds
 from evalstop_gym.benchmarks.rl.learned_seeds import iqm_ci
 
@@ -35,10 +36,12 @@ def test_one_run_resamples_the_tasks_and_nans_are_left_out():
 def test_a_tiny_run_writes_runs_summary_and_table(tmp_path, capsys):
     pytest.importorskip("stable_baselines3")
     out = tmp_path / "seeds"
+    beyond = tmp_path / "BEYOND.md"
+    beyond.write_text("# Beyond\n\nkept\n")
     code = learned_seeds.main([
         "--seeds", "2", "--total-timesteps", "64", "--num-envs", "4", "--eval-seeds", "1", "2",
         "--set", "workload.n_jobs=8", "--baselines", "EvalStop-2", "--resamples", "50",
-        "--out", str(out), "--no-progress"])
+        "--out", str(out), "--no-progress", "--beyond", str(beyond)])
     assert code == 0
     runs = pd.read_csv(out / "runs.csv")
     assert sorted(runs["policy"].unique()) == ["EvalStop-2+SRTF-Est", "PPO (learned)"]
@@ -52,6 +55,13 @@ def test_a_tiny_run_writes_runs_summary_and_table(tmp_path, capsys):
     text = (out / "summary.md").read_text()
     assert "| PPO (learned) | 2 |" in text and "stratified bootstrap" in text
     assert text in capsys.readouterr().out + "\n"
+    assert {p.name for p in out.glob("learned_seeds.*")} == {"learned_seeds.png",
+                                                             "learned_seeds.pdf"}
+    written = beyond.read_text()
+    start, end = sections.markers(sections.LEARNED_SEEDS)
+    assert written.startswith("# Beyond\n\nkept\n\n" + start) and written.endswith(end + "\n")
+    assert "| PPO (learned) | 2 |" in written and "figures/beyond_learned.png" in written
+    assert (tmp_path / "figures" / "beyond_learned.png").is_file()
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
@@ -59,6 +69,7 @@ def test_a_tiny_run_writes_runs_summary_and_table(tmp_path, capsys):
     (["--num-envs", "5000"], "--num-envs 5000: expected a whole number in [1, 4096]"),
     (["--baselines", "Bogus-1"], "Bogus-1"),
     (["--set", "workload.n_jobz=3"], "n_jobz"),
+    (["--beyond", "no/such/BEYOND.md"], "--beyond no/such/BEYOND.md: no such file"),
 ])
 def test_bad_options_are_one_line_errors_before_training(capsys, argv, needle):
     with pytest.raises(SystemExit) as exit_:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from evalstop_gym.benchmarks import sections
 from evalstop_gym.benchmarks.detectors import which_detector as wd
 from evalstop_gym.benchmarks.detectors.oracle import BayesOracle
 from evalstop_gym.policies import DETECTORS, PolicyNameError, make_detector
@@ -43,9 +44,9 @@ def test_the_section_round_trips_between_the_markers(quick) -> None:
     section = (out / "which_detector.md").read_text()
     text = beyond.read_text()
     assert text.startswith("# Beyond\n\nbefore\n") and text.endswith(section)
-    again = wd.replace_section(text + "\nafter\n", section)
+    again = sections.replace(text + "\nafter\n", sections.WHICH_DETECTOR, section)
     assert again == text + "\nafter\n"
-    other = wd.replace_section(again, f"{wd.START}\nnew\n{wd.END}\n")
+    other = sections.replace(again, sections.WHICH_DETECTOR, f"{wd.START}\nnew\n{wd.END}\n")
     assert other == "# Beyond\n\nbefore\n\n" + f"{wd.START}\nnew\n{wd.END}\n" + "\nafter\n"
 
 
@@ -74,19 +75,21 @@ def test_bad_options_fail_in_one_line_before_any_run(capsys) -> None:
     assert "--n-jobs must be >= 1" in capsys.readouterr().err
     with pytest.raises(PolicyNameError):
         wd.main(["--detectors", "NoSuch-1"])
+    with pytest.raises(SystemExit):   # the document the section goes into must exist
+        wd.main(["--beyond", "no/such/BEYOND.md"])
+    assert "--beyond no/such/BEYOND.md: no such file" in capsys.readouterr().err
 
 
 def test_regenerating_beyond_keeps_the_which_detector_section(tmp_path):
     """write_beyond re-renders BEYOND.md from the sweeps; the section this command wrote stays."""
     from evalstop_gym.benchmarks.detectors.which_detector import END, START
-    from evalstop_gym.benchmarks.report.beyond import with_which_detector
 
     old = tmp_path / "BEYOND.md"
     section = f"{START}\n## Which detector?\n\nmeasured rows\n{END}\n"
     old.write_text("# Beyond\n\nold tables\n\n" + section)
-    new = with_which_detector("# Beyond\n\nnew tables\n", old)
+    new = sections.carried_over("# Beyond\n\nnew tables\n", old)
     assert new == "# Beyond\n\nnew tables\n\n" + section
-    assert with_which_detector("# Beyond\n", tmp_path / "absent.md") == "# Beyond\n"
+    assert sections.carried_over("# Beyond\n", tmp_path / "absent.md") == "# Beyond\n"
 
 
 def test_trend_cost_reports_calibration_and_per_eval_cost() -> None:

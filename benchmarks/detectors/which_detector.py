@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -32,8 +31,10 @@ from evalstop_gym.sim.protocols import capabilities
 from evalstop_gym.simulate import resolve_config, simulate
 from evalstop_gym.traces.corpus import FAMILIES, load_family
 
+from .. import sections
 from ..corpus.scoring import score_run
 from ..durable import write_csv
+from ..usage import UsageError
 from .oracle import BayesOracle
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ MAX_AR1_FPR = 0.05
 # as the default that a lone run, or a group of unlike runs, gets without asking.
 PEER_BUDGET = ("PeerPrior",)
 COST_SIZES = (1_000, 10_000)
-START, END = "<!-- which-detector:start -->", "<!-- which-detector:end -->"
+START, END = sections.markers(sections.WHICH_DETECTOR)
 
 
 def sim_row(detector: str, noise: str, density: str, seed: int,
@@ -193,14 +194,6 @@ def render(summary: pd.DataFrame, seeds: Sequence[int], corpus_runs: int | None)
     return "\n".join(lines) + "\n"
 
 
-def replace_section(text: str, section: str) -> str:
-    """`text` with the marked section replaced by `section` (appended when unmarked)."""
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END) + "\n?", re.S)
-    if pattern.search(text):
-        return pattern.sub(lambda _: section, text, count=1)
-    return text.rstrip("\n") + "\n\n" + section
-
-
 def trend_cost(sizes: Sequence[int] = COST_SIZES) -> pd.DataFrame:
     """What TrendTest costs on a live run of n evals (a RunMonitor fed a rising curve, so every
     eval is judged): the calibration from cold (seconds, tracemalloc peak MB) and then the
@@ -256,6 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--seeds must be integers >= 0")
     for name in args.detectors:
         make_detector(name)   # a bad name fails here, in one line, before any run
+    if args.beyond is not None:
+        try:
+            sections.check_document(args.beyond, "--beyond")
+        except UsageError as exc:
+            p.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.trend_cost:
         log.info("%s", trend_cost().to_string(index=False, float_format="%.3g"))
@@ -271,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_csv(summary, args.out / "summary.csv")
     (args.out / "which_detector.md").write_text(section)
     if args.beyond is not None:
-        args.beyond.write_text(replace_section(args.beyond.read_text(), section))
+        sections.write_into(args.beyond, sections.WHICH_DETECTOR, section)
     log.info("%s", section)
     return 0
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from evalstop_gym.experiment import load_experiment  # noqa: E402
 
+from .. import sections  # noqa: E402
 from ..analysis.duration_leak import duration_leak_table  # noqa: E402
 from ..analysis.figure_style import DOUBLE, policy_styles, styled  # noqa: E402
 from ..analysis.figures import figure_legend, save  # noqa: E402
@@ -352,19 +352,9 @@ def write_beyond(results_dir: Path, repo_root: Path, figures: list[Path] | None 
                                   folders["e9"]),
                   duration_leak_table())
     path = repo_root / "BEYOND.md"
-    write_text(path, with_which_detector(text, path))
+    write_text(path, sections.carried_over(text, path))
     log.info("wrote %s", path)
     return path
-
-
-def with_which_detector(text: str, old: Path) -> str:
-    """`text` carrying the "Which detector?" section of the BEYOND.md it replaces: another
-    command (`benchmarks.which_detector --beyond`) writes that section, from runs of its own."""
-    from ..detectors.which_detector import END, START, replace_section
-
-    previous = old.read_text(encoding="utf-8") if old.is_file() else ""
-    found = re.search(re.escape(START) + ".*?" + re.escape(END) + "\n?", previous, re.S)
-    return replace_section(text, found.group(0)) if found else text
 
 
 CORPUS_DETECTORS = ("EvalStop-2", "StopAt-0.65", "LossPlateau", "Patience-3", "CUSUM-0-3",
