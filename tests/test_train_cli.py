@@ -222,3 +222,15 @@ def test_num_envs_trains_on_the_vector_env(tmp_path, capsys, monkeypatch):
     meta = json.loads((out / "results.json").read_text())
     assert meta["args"]["num_envs"] == 4
     assert "PPO (learned)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flag", "envs"), [("--n-envs", 1), ("--n-envs", 2), ("--num-envs", 64)])
+def test_ppo_takes_the_same_samples_per_update_whatever_the_envs(flag, envs):
+    """A vector env of 64 clusters rolls out 32 steps each: 2048 samples per update, as two
+    single envs of 1024 steps do, so its runs compare with the single env's per sample."""
+    from evalstop_gym.benchmarks.rl import train
+
+    parser = cli.build_parser(["train"])
+    args = parser.parse_args(["train", "--total-timesteps", "120000", flag, str(envs)])
+    model = train.make_model(args, train.training_env(args))
+    assert model.n_steps * model.n_envs == train.ROLLOUT_SAMPLES

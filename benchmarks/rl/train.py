@@ -156,6 +156,9 @@ def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {**kwargs, "max_jobs": args.max_jobs} if args.control == "full" else kwargs
 
 
+ROLLOUT_SAMPLES = 2048   # PPO's samples per update (n_steps x envs)
+
+
 def make_model(args: argparse.Namespace, venv: Any) -> Any:
     from stable_baselines3 import DQN, PPO
 
@@ -165,7 +168,10 @@ def make_model(args: argparse.Namespace, venv: Any) -> Any:
                    buffer_size=100_000, exploration_fraction=0.3, target_update_interval=2_000,
                    train_freq=4, **common)
     n_envs = env_count(args)
-    ppo = {"n_steps": min(1024, max(16, args.total_timesteps // n_envs)), "n_epochs": 10,
+    # the same samples per update whatever the number of envs (2 envs x 1024 steps, as trained
+    # before the vector env): 64 clusters roll out 32 steps each
+    n_steps = max(8, min(ROLLOUT_SAMPLES // n_envs, max(16, args.total_timesteps // n_envs)))
+    ppo = {"n_steps": n_steps, "n_epochs": 10,
            "gae_lambda": 0.95, "ent_coef": 0.01, "learning_rate": 3e-4, **common}
     ppo["batch_size"] = min(256, ppo["n_steps"] * n_envs)
     if args.algo == "maskable_ppo":
