@@ -8,11 +8,14 @@ import dataclasses
 import math
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_decline_test import first_stop, grid, view  # one copy of the replay helpers
 
 from evalstop_gym.policies import ComposedPolicy, PeerPrior, SRTFEst, peer_prior, trend_test
 from evalstop_gym.policies.peer_prior import Library, log_mean_exp, marginal_sigma
-from evalstop_gym.policies.trend_test import Evidence, trend_evidence
+from evalstop_gym.policies.shape_fit import PrefixFit
+from evalstop_gym.policies.trend_test import Evidence, Peers, trend_evidence, trend_replay
 
 
 def naive_log_likelihoods(shapes: np.ndarray, scores: np.ndarray, sigma: float,
@@ -52,7 +55,7 @@ class NaivePeerPrior(PeerPrior):
         for n in range(4, len(scores) + 1):
             ev = trend_evidence(scores[:n], progress[:n], self.alpha, self.peers.get(job_type))
             if ev is not None and ev.p < ev.threshold:
-                return math.inf
+                break
             if ev is not None and ev.p < self.alpha:
                 peak = max(peak, self.naive_ratio(lib, progress[:n], scores[:n], ev, i))
         return peak
@@ -61,6 +64,46 @@ class NaivePeerPrior(PeerPrior):
         return any((ev := trend_evidence(scores[:n], progress[:n], self.alpha,
                                          self.peers.get(job_type))) is not None
                    and ev.p < ev.threshold for n in range(4, len(scores) + 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(4, 50), st.integers(1, 12),
+       st.sampled_from([0.0, 0.3, 0.8]), st.sampled_from([0.0, 1.0, 1e3]))
+def test_running_sums_fit_every_prefix_as_a_fresh_fit(seed: int, n: int, shapes: int, rho: float,
+                                                      level: float) -> None:
+    """Any shapes, any level, any rho: the fit from running sums is the fresh whitened fit."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.standard_normal((shapes, n)), 1) * rng.uniform(0.01, 1.0, (shapes, 1))
+    y = level + np.cumsum(rng.standard_normal(n)) * 0.05
+    fit = PrefixFit(t, y)
+    for m in range(2, n + 1):
+        fresh = naive_log_likelihoods(t[:, :m], y[:m], 0.05, rho)
+        assert np.allclose(fit.log_likelihoods(m, 0.05, rho), fresh, rtol=1e-8, atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(4, 40), st.sampled_from(["grid", "steps", "late"]),
+       st.booleans())
+def test_the_replay_is_trend_tests_reading_of_every_prefix(seed: int, n: int, kind: str,
+                                                           peers: bool) -> None:
+    """Look by look, the folded replay gives TrendTest's evidence on each prefix read afresh:
+    the same threshold and horizon, p to float rounding (progress usable or not)."""
+    rng = np.random.default_rng(seed)
+    scores = 0.3 + np.cumsum(rng.standard_normal(n)) * 0.02
+    progress = {"grid": grid(n), "steps": np.arange(1.0, n + 1), "late": grid(n + 7)[:n]}[kind]
+    group = None
+    if peers:
+        group = Peers()
+        for _ in range(4):
+            group.add(0.3 + 0.02 * rng.standard_normal(25))
+    replay = dict(trend_replay(scores, progress, 0.05, group))
+    assert sorted(replay) == list(range(4, n + 1))
+    for m, ev in replay.items():
+        fresh = trend_evidence(scores[:m], progress[:m], 0.05, group)
+        assert (ev is None) == (fresh is None)
+        if ev is not None:
+            assert (ev.threshold, ev.looks) == (fresh.threshold, fresh.looks)
+            assert math.isclose(ev.p, fresh.p, rel_tol=1e-9, abs_tol=1e-300)
 
 
 def run(rng: np.random.Generator, n: int, declining: bool, rho: float = 0.0) -> np.ndarray:
