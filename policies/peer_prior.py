@@ -28,24 +28,25 @@ however much its rise resembles the declining peers' (their rise is often the st
 healthy run is stopped only for a fall it shows itself.
 
 The threshold, and its guarantee. Conformal: the k-th largest (k = floor(alpha (m + 1))) of the
-m hindsight-healthy peers' own largest gated log ratios over their lives up to where TrendTest
-alone would stop them (each replayed against the library without its own shape; a peer the gate
-never opens for scores -inf), and never below 0 (a run the peers find likelier healthy is not
-stopped). The ratio can stop a run only before TrendTest does, so a new healthy run exchangeable
-with the healthy peers is stopped by the ratio with probability at most alpha, and the whole
-rule's false stops are TrendTest's (at most alpha on flat curves, far fewer on rising ones) plus
-at most alpha: the look count is in the score, not in a union bound. (A peer TrendTest's replay
-stops was labelled healthy under an older noise prior; scoring it +inf, as this rule first did,
-pushed the threshold to +inf and the peers out of the decision, though its ratio after
-TrendTest's stop can stop nothing.) There is no guarantee without enough healthy peers for k >=
-1 (m >= 1 / alpha - 1) and `MIN_PEERS` shapes of each label, so until then (and for job types
-with none) it is TrendTest-<alpha>, whose budget needs no peers; a likelihood-ratio bound such
-as Ville's log(1 / alpha) is not used: with a, b fitted per shape and the noise estimated the
-ratio is no martingale. The guarantee holds as far as the hindsight-healthy peers represent the
-healthy runs: a healthy run unlike every healthy peer (a new shape, a new density) can look
-declining once it falls, and a declining run labelled healthy only raises the threshold. The
-hindsight label widens its noise for AR(1) (rho_hat, on runs of FINE_EVALS evals or more: on
-coarser ones curvature passes for autocorrelation).
+m hindsight-healthy peers' own largest gated log ratios over their whole lives (each replayed
+against the library without its own shape; a peer the gate never opens for scores -inf, one
+TrendTest stops +inf: a peer labelled healthy under an older noise prior; scoring it by its
+ratios before that stop instead, which the ratio's own budget would allow, gained E2 1-2 points
+of recall but took AR(1) false stops past 5% at native density), and never below 0 (a run the
+peers find likelier healthy is not stopped).
+A new healthy run exchangeable with the healthy peers passes it, at any look, with probability
+at most alpha, and as those peers are the runs TrendTest lets go (the label's second reading),
+the whole rule's false stops are TrendTest's (at most alpha on flat curves, far fewer on rising
+ones) plus at most alpha among the runs it lets go: the look count is in the score, not in a
+union bound. There is no guarantee without enough healthy peers for k >= 1 (m >= 1 / alpha - 1)
+and `MIN_PEERS` shapes of each label, so until then (and for job types with none) it is
+TrendTest-<alpha>, whose budget needs no peers; a likelihood-ratio bound such as Ville's log(1 /
+alpha) is not used: with a, b fitted per shape and the noise estimated the ratio is no
+martingale. The guarantee holds as far as the hindsight-healthy peers represent the healthy
+runs: a healthy run unlike every healthy peer (a new shape, a new density) can look declining
+once it falls, and a declining run labelled healthy only raises the threshold. The hindsight
+label widens its noise for AR(1) (rho_hat, on runs of FINE_EVALS evals or more: on coarser ones
+curvature passes for autocorrelation).
 
 Cost. A finished run of n evals is replayed look by look twice: for its label (TrendTest's
 reading, `trend_replay`: folded statistics, O(WINDOW) per look) and, if healthy, for the
@@ -210,14 +211,14 @@ class PeerPrior(TrendTest):
 
     def replayed_peak(self, lib: Library, job_type: str, i: int) -> float:
         """Healthy peer i's largest log ratio over the looks where the gate opens (its own evals
-        show a decline at level alpha) before TrendTest alone would stop it (the ratio can stop
-        a run only before then), its own shape left out; -inf if the gate never opens."""
+        show a decline at level alpha), its own shape left out; -inf if the gate never opens,
+        +inf if TrendTest alone stops it (the stop rule is TrendTest's or the ratio's)."""
         progress, scores = lib.healthy_runs[i]
         fits = None
         peak = -math.inf
         for n, ev in trend_replay(scores, progress, self.alpha, self.peers.get(job_type)):
             if ev is not None and ev.p < ev.threshold:
-                break
+                return math.inf
             if ev is not None and ev.p < self.alpha:
                 fits = fits or lib.fits(progress, scores)   # read once, at the whole schedule
                 peak = max(peak, ratio_at(fits, n, ev, leave_out=i))

@@ -55,7 +55,7 @@ class NaivePeerPrior(PeerPrior):
         for n in range(4, len(scores) + 1):
             ev = trend_evidence(scores[:n], progress[:n], self.alpha, self.peers.get(job_type))
             if ev is not None and ev.p < ev.threshold:
-                break
+                return math.inf
             if ev is not None and ev.p < self.alpha:
                 peak = max(peak, self.naive_ratio(lib, progress[:n], scores[:n], ev, i))
         return peak
