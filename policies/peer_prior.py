@@ -31,9 +31,9 @@ The threshold, and its guarantee. Conformal: the k-th largest (k = floor(alpha (
 m hindsight-healthy peers' own largest gated log ratios over their whole lives (each replayed
 against the library without its own shape; a peer the gate never opens for scores -inf, one
 TrendTest stops +inf: a peer labelled healthy under an older noise prior; scoring it by its
-ratios before that stop instead, which the ratio's own budget would allow, gained E2 1-2 points
-of recall but took AR(1) false stops past 5% at native density), and never below 0 (a run the
-peers find likelier healthy is not stopped).
+ratios before that stop instead, which the ratio's own budget would allow, gained E2 a little
+recall but took its AR(1) false stops past the 5% bar at native density), and never below 0 (a
+run the peers find likelier healthy is not stopped).
 A new healthy run exchangeable with the healthy peers passes it, at any look, with probability
 at most alpha, and as those peers are the runs TrendTest lets go (the label's second reading),
 the whole rule's false stops are TrendTest's (at most alpha on flat curves, far fewer on rising
