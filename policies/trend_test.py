@@ -82,6 +82,17 @@ def ar1_factor(rho: float, length: int) -> float:
     return float(math.sqrt((x @ gamma @ x) / (x @ x) * 6.0 / (6.0 - 8.0 * rho + 2.0 * rho**2)))
 
 
+def lag_ratio_table() -> tuple[np.ndarray, np.ndarray]:
+    """(r(rho), rho) on a grid of rho in [0, 0.95]: (m1 - m2) / (m0 - m2) from the lag-0, 1, 2
+    moments of second differences of unit AR(1) noise (built once: every look reads it)."""
+    g = np.linspace(0.0, 0.95, 96)
+    m0, m1, m2 = 6.0 - 8.0 * g + 2.0 * g**2, -4.0 + 7.0 * g - 4.0 * g**2 + g**3, (1.0 - g) ** 4
+    return (m1 - m2) / (m0 - m2), g
+
+
+LAG_RATIO, RHO_GRID = lag_ratio_table()
+
+
 def rho_from_lags(var: float, cov1: float, cov2: float) -> float:
     """AR(1) rho from the lag-0, 1, 2 moments of second differences, clipped to [0, 0.95].
 
@@ -89,10 +100,8 @@ def rho_from_lags(var: float, cov1: float, cov2: float) -> float:
     cancels curvature to first order; it is -1 under i.i.d. noise, about -0.59 at rho 0.5."""
     if not var - cov2 > 0:
         return 0.0
-    g = np.linspace(0.0, 0.95, 96)
-    m0, m1, m2 = 6.0 - 8.0 * g + 2.0 * g**2, -4.0 + 7.0 * g - 4.0 * g**2 + g**3, (1.0 - g) ** 4
     r = (cov1 - cov2) / (var - cov2)
-    return float(np.interp(r, (m1 - m2) / (m0 - m2), g)) if r > -1.0 else 0.0
+    return float(np.interp(r, LAG_RATIO, RHO_GRID)) if r > -1.0 else 0.0
 
 
 def lag_moments(scores: Floats) -> np.ndarray:
