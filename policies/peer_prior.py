@@ -30,7 +30,10 @@ healthy run is stopped only for a fall it shows itself.
 The threshold, and its guarantee. Conformal: the k-th largest (k = floor(alpha (m + 1))) of the
 m hindsight-healthy peers' own largest gated log ratios over their whole lives (each replayed
 against the library without its own shape; a peer the gate never opens for scores -inf, one
-TrendTest stops +inf), and never below 0 (a run the peers find likelier healthy is not stopped).
+TrendTest stops +inf: a peer labelled healthy under an older noise prior; scoring it by its
+ratios before that stop instead, which the ratio's own budget would allow, gained E2 a little
+recall but took its AR(1) false stops past the 5% bar at native density), and never below 0 (a
+run the peers find likelier healthy is not stopped).
 A new healthy run exchangeable with the healthy peers passes it, at any look, with probability
 at most alpha, and as those peers are the runs TrendTest lets go (the label's second reading),
 the whole rule's false stops are TrendTest's (at most alpha on flat curves, far fewer on rising
@@ -44,6 +47,12 @@ runs: a healthy run unlike every healthy peer (a new shape, a new density) can l
 once it falls, and a declining run labelled healthy only raises the threshold. The hindsight
 label widens its noise for AR(1) (rho_hat, on runs of FINE_EVALS evals or more: on coarser ones
 curvature passes for autocorrelation).
+
+Cost. A finished run of n evals is replayed look by look twice: for its label (TrendTest's
+reading, `trend_replay`: folded statistics, O(WINDOW) per look) and, if healthy, for the
+threshold (the shape fits from running sums, `shape_fit.PrefixFit`: O(shapes) per look), so it
+costs O(n) per library shape, not the O(n^2) of reading every prefix afresh; the threshold is
+recomputed as the healthy library grows 10%, so each finished run's share stays O(n) per shape.
 Name: `PeerPrior-<alpha>`, e.g. `PeerPrior-0.05`.
 """
 
@@ -59,6 +68,7 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import stop
 from .registry import register_detector
+from .shape_fit import PrefixFit
 from .trend_test import (
     MIN_RHO_PAIRS,
     Evidence,
@@ -67,12 +77,13 @@ from .trend_test import (
     TrendTest,
     lag_moments,
     rho_from_lags,
-    trend_evidence,
+    trend_replay,
 )
 
 MIN_PEERS = 5       # shapes of each label before the likelihood ratio decides
 LABEL_Z = 3.0       # hindsight: the final level this many standard errors below the best
 FINE_EVALS = 20     # runs with fewer evals are labelled without the AR(1) widening
+READ_MEMO = 64      # eval schedules whose reading of the shapes a library keeps
 
 
 def smooth(scores: np.ndarray) -> np.ndarray:
@@ -117,49 +128,38 @@ class Library:
         return (all(len(v) >= MIN_PEERS for v in self.shapes.values())
                 and math.floor(alpha * (len(self.healthy_runs) + 1)) >= 1)
 
-    def log_ratio(self, progress: np.ndarray, scores: np.ndarray, ev: Evidence,
-                  leave_out: int | None = None) -> float:
-        """log LR declining : healthy of `scores` (the healthy shape `leave_out` left out)."""
-        sigma = marginal_sigma(ev.sigma, ev.rho)
-        decl = shape_log_likelihoods(self.read(True, progress), scores, sigma, ev.rho)
-        healthy = shape_log_likelihoods(self.read(False, progress), scores, sigma, ev.rho)
-        if leave_out is not None:
-            healthy = np.delete(healthy, leave_out)
-        return log_mean_exp(decl) - log_mean_exp(healthy)
+    def fits(self, progress: np.ndarray, scores: np.ndarray) -> tuple[PrefixFit, PrefixFit]:
+        """The running fits of `scores` to the declining and the healthy shapes: the log ratio
+        at any prefix of the run then costs O(shapes)."""
+        return (PrefixFit(self.read(True, progress), scores),
+                PrefixFit(self.read(False, progress), scores))
+
+    def log_ratio(self, progress: np.ndarray, scores: np.ndarray, ev: Evidence) -> float:
+        """log LR declining : healthy of `scores`."""
+        return ratio_at(self.fits(progress, scores), len(scores), ev)
 
     def read(self, declining: bool, progress: np.ndarray) -> np.ndarray:
-        """Every shape of a label at `progress` (shapes x evals), memoised per eval schedule."""
+        """Every shape of a label at `progress` (shapes x evals), memoised per eval schedule
+        (runs of one eval interval share one; the last READ_MEMO schedules are kept)."""
         key = (declining, progress.tobytes())
         if key not in self._read:
+            if len(self._read) >= READ_MEMO:
+                del self._read[next(iter(self._read))]
             self._read[key] = np.array([np.interp(progress, p, s)
                                         for p, s in self.shapes[declining]])
         return self._read[key]
 
 
-def whiten(v: np.ndarray, rho: float) -> np.ndarray:
-    """The AR(1) prewhitening filter along the last axis (the identity at rho 0)."""
-    out = v.copy()
-    out[..., 1:] -= rho * v[..., :-1]
-    out[..., 0] *= math.sqrt(1.0 - rho * rho)
-    return out
-
-
-def shape_log_likelihoods(shapes: np.ndarray, scores: np.ndarray, sigma: float,
-                          rho: float = 0.0) -> np.ndarray:
-    """Per shape, the Gaussian log likelihood of `scores` = a + b shape + noise, with a and
-    b >= 0 fitted per shape (generalised least squares under AR(1) noise of correlation rho,
-    innovation sd sigma sqrt(1 - rho^2)) and the shape's own smoothed noise (sigma^2 / 3 per
-    point, scaled by b^2) added to the noise variance."""
-    n = scores.shape[0]
-    c = whiten(np.ones(n), rho)
-    zt, zy = whiten(shapes, rho), whiten(scores, rho)
-    tc = zt - np.outer(zt @ c, c) / (c @ c)
-    yc = zy - c * (zy @ c) / (c @ c)
-    sxx = (tc * tc).sum(1)
-    b = np.where(sxx > 0, np.maximum((tc @ yc) / np.where(sxx > 0, sxx, 1.0), 0.0), 0.0)
-    rss = ((yc[None, :] - b[:, None] * tc) ** 2).sum(1)
-    var = sigma * sigma * (1.0 - rho * rho) * (1.0 + b * b / 3.0)
-    return -0.5 * rss / var - 0.5 * n * np.log(var)
+def ratio_at(fits: tuple[PrefixFit, PrefixFit], n: int, ev: Evidence,
+             leave_out: int | None = None) -> float:
+    """log LR declining : healthy of the first n evals under the noise of `ev` (the healthy
+    shape `leave_out` left out)."""
+    sigma = marginal_sigma(ev.sigma, ev.rho)
+    decl = fits[0].log_likelihoods(n, sigma, ev.rho)
+    healthy = fits[1].log_likelihoods(n, sigma, ev.rho)
+    if leave_out is not None:
+        healthy = np.delete(healthy, leave_out)
+    return log_mean_exp(decl) - log_mean_exp(healthy)
 
 
 def marginal_sigma(sigma_d2: float, rho: float) -> float:
@@ -214,14 +214,14 @@ class PeerPrior(TrendTest):
         show a decline at level alpha), its own shape left out; -inf if the gate never opens,
         +inf if TrendTest alone stops it (the stop rule is TrendTest's or the ratio's)."""
         progress, scores = lib.healthy_runs[i]
-        peers = self.peers.get(job_type)
+        fits = None
         peak = -math.inf
-        for n in range(4, len(scores) + 1):
-            ev = trend_evidence(scores[:n], progress[:n], self.alpha, peers)
+        for n, ev in trend_replay(scores, progress, self.alpha, self.peers.get(job_type)):
             if ev is not None and ev.p < ev.threshold:
                 return math.inf
             if ev is not None and ev.p < self.alpha:
-                peak = max(peak, lib.log_ratio(progress[:n], scores[:n], ev, leave_out=i))
+                fits = fits or lib.fits(progress, scores)   # read once, at the whole schedule
+                peak = max(peak, ratio_at(fits, n, ev, leave_out=i))
         return peak
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
@@ -256,12 +256,9 @@ class PeerPrior(TrendTest):
     def trend_would_stop(self, job_type: str, progress: np.ndarray, scores: np.ndarray) -> bool:
         """Whether TrendTest-<alpha>, replayed over the run's evals, finds a sustained decline
         since its best at some look (the hindsight label's second reading)."""
-        peers = self.peers.get(job_type)
-        for n in range(4, len(scores) + 1):
-            ev = trend_evidence(scores[:n], progress[:n], self.alpha, peers)
-            if ev is not None and ev.p < ev.threshold:
-                return True
-        return False
+        return any(ev is not None and ev.p < ev.threshold
+                   for _, ev in trend_replay(scores, progress, self.alpha,
+                                             self.peers.get(job_type)))
 
     def group_sigma(self, job_type: str, scores: np.ndarray) -> float:
         """The noise of a block mean's eval, for the hindsight label: the group's (the peers'

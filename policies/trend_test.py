@@ -51,7 +51,7 @@ Name: `TrendTest-<alpha>`, e.g. `TrendTest-0.05`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -82,6 +82,17 @@ def ar1_factor(rho: float, length: int) -> float:
     return float(math.sqrt((x @ gamma @ x) / (x @ x) * 6.0 / (6.0 - 8.0 * rho + 2.0 * rho**2)))
 
 
+def lag_ratio_table() -> tuple[np.ndarray, np.ndarray]:
+    """(r(rho), rho) on a grid of rho in [0, 0.95]: (m1 - m2) / (m0 - m2) from the lag-0, 1, 2
+    moments of second differences of unit AR(1) noise (built once: every look reads it)."""
+    g = np.linspace(0.0, 0.95, 96)
+    m0, m1, m2 = 6.0 - 8.0 * g + 2.0 * g**2, -4.0 + 7.0 * g - 4.0 * g**2 + g**3, (1.0 - g) ** 4
+    return (m1 - m2) / (m0 - m2), g
+
+
+LAG_RATIO, RHO_GRID = lag_ratio_table()
+
+
 def rho_from_lags(var: float, cov1: float, cov2: float) -> float:
     """AR(1) rho from the lag-0, 1, 2 moments of second differences, clipped to [0, 0.95].
 
@@ -89,10 +100,8 @@ def rho_from_lags(var: float, cov1: float, cov2: float) -> float:
     cancels curvature to first order; it is -1 under i.i.d. noise, about -0.59 at rho 0.5."""
     if not var - cov2 > 0:
         return 0.0
-    g = np.linspace(0.0, 0.95, 96)
-    m0, m1, m2 = 6.0 - 8.0 * g + 2.0 * g**2, -4.0 + 7.0 * g - 4.0 * g**2 + g**3, (1.0 - g) ** 4
     r = (cov1 - cov2) / (var - cov2)
-    return float(np.interp(r, (m1 - m2) / (m0 - m2), g)) if r > -1.0 else 0.0
+    return float(np.interp(r, LAG_RATIO, RHO_GRID)) if r > -1.0 else 0.0
 
 
 def lag_moments(scores: Floats) -> np.ndarray:
@@ -155,24 +164,49 @@ class Evidence(NamedTuple):
 def trend_evidence(scores: Floats, progress: Floats, alpha: float,
                    peers: Peers | None = None) -> Evidence | None:
     """The test after the last of `scores`; None before MIN_EVALS or with no noise to see."""
-    s = np.asarray(scores, dtype=float)
-    n = len(s)
+    n = len(scores)
     if n < MIN_EVALS:
         return None
-    best_at, ssq, own_lags = series_stats(scores)
+    tail = np.asarray(scores[max(0, n - WINDOW):], dtype=float)
+    return evidence_at(series_stats(scores), tail, n, horizon(progress, n, alpha), peers)
+
+
+def trend_replay(scores: Floats, progress: Floats, alpha: float,
+                 peers: Peers | None = None) -> Iterator[tuple[int, Evidence | None]]:
+    """(n, `trend_evidence` of the first n evals) for n = MIN_EVALS.. len(scores): a finished
+    run replayed look by look at O(WINDOW) per look (the series' statistics and the horizon are
+    folded as a live run's are), not O(n) per look as fresh reads of each prefix would cost."""
+    s = np.asarray(scores, dtype=float)
+    p = np.asarray(progress, dtype=float)
+    st, hz = SERIES_START, (0, True, 0.0, 0)
+    for i in range(len(s)):
+        st = series_step(st, float(s[i]))
+        n = i + 1
+        if i < len(p):
+            hz = progress_step(hz, float(p[i]))
+        if n < MIN_EVALS:
+            continue
+        usable = hz[0] == n and hz[1] and hz[2] <= 1.0
+        looks = (hz[3], alpha) if usable else epoch_horizon(n, alpha)
+        yield n, evidence_at(folded_stats(st), s[max(0, n - WINDOW):n], n, looks, peers)
+
+
+def evidence_at(stats: SeriesStats, tail: np.ndarray, n: int, looks: tuple[int, float],
+                peers: Peers | None) -> Evidence | None:
+    """The test at look n from the series' statistics, its last (up to WINDOW) evals and the
+    horizon (looks, alpha to spend)."""
     nu = satterthwaite_df(n - 2)
     s0, d0 = peers.prior() if peers is not None else (0.0, 0)
-    var = (d0 * s0 + nu * ssq / (6.0 * (n - 2))) / (d0 + nu)
+    var = (d0 * s0 + nu * stats.ssq / (6.0 * (n - 2))) / (d0 + nu)
     if not var > 0.0:
         return None
-    lags = own_lags + (peers.lags if peers is not None else 0.0)
+    lags = stats.lags + (peers.lags if peers is not None else 0.0)
     rho = rho_from_lags(*lags[:3]) if lags[3] >= MIN_RHO_PAIRS else 0.0
-    values, valid = segment(s[None, max(0, n - WINDOW):], n, np.array([best_at]))
+    values, valid = segment(tail[None, :], n, np.array([stats.best_at]))
     t = float(loo_trend_t(values, valid, np.array([math.sqrt(var)]))[0])
     t /= ar1_factor(rho, int(valid.sum()))
     p = float(stdtr(d0 + nu, -t))
-    looks, spend = horizon(progress, n, alpha)
-    return Evidence(p, threshold(looks, d0, spend), math.sqrt(var), rho, looks)
+    return Evidence(p, threshold(looks[0], d0, looks[1]), math.sqrt(var), rho, looks[0])
 
 
 class SeriesStats(NamedTuple):
@@ -202,14 +236,18 @@ def series_step(state: tuple, x: float) -> tuple:
     return n + 1, x, x1, e1, e2, ssq, l0, l1, l2, cnt, best, best_at
 
 
+def folded_stats(st: tuple) -> SeriesStats:
+    """`SeriesStats` from `series_step`'s state."""
+    return SeriesStats(st[11], st[5], np.array([st[6], st[7], st[8], float(st[9])]))
+
+
 def series_stats(scores: Floats) -> SeriesStats:
     """`SeriesStats` of `scores`: a live run's history (`fold`, see `evalstop_gym.online`) keeps
     them between evals, O(1) time and memory per eval however long the run; any other sequence
     is read whole."""
     fold = getattr(scores, "fold", None)
     if fold is not None:
-        st = fold("TrendTest.series", (), series_step, SERIES_START)
-        return SeriesStats(st[11], st[5], np.array([st[6], st[7], st[8], float(st[9])]))
+        return folded_stats(fold("TrendTest.series", (), series_step, SERIES_START))
     s = np.asarray(scores, dtype=float)
     d = np.diff(s, n=2)
     return SeriesStats(int(np.argmax(s)), float(d @ d), lag_moments(s))
@@ -236,6 +274,11 @@ def horizon(progress: Floats, n: int, alpha: float) -> tuple[int, float]:
         p = np.asarray(progress, dtype=float)[:n]
         if len(p) == n and p[-1] <= 1.0 and p[0] > 0.0 and bool(np.all(np.diff(p) > 0)):
             return int(np.max(np.ceil(np.arange(1, n + 1) / p - 1e-6))), alpha
+    return epoch_horizon(n, alpha)
+
+
+def epoch_horizon(n: int, alpha: float) -> tuple[int, float]:
+    """Without usable progress: the doubling epoch that holds look n, and its alpha / 2^(e+1)."""
     epoch = max(0, math.ceil(math.log2(n / 8.0)))
     return 8 * 2**epoch, alpha / 2 ** (epoch + 1)
 

@@ -153,3 +153,19 @@ def test_the_peers_only_add_to_trend_tests_stops() -> None:
         assert theirs is None or (ours is not None and ours <= theirs)
     lib = det.libraries["rlhf"]
     assert not any(det.trend_would_stop("rlhf", p, s) for p, s in lib.healthy_runs)
+
+
+def test_a_clear_decline_is_stopped_within_a_few_evals_of_its_fall() -> None:
+    """Given enough peers of both kinds, a run shaped like the group's that peaks at 0.6 and
+    falls by eight noise sd by its end is stopped within five evals of its peak; runs rising to a
+    plateau, as the healthy peers do, are stopped about alpha of the time (here at most 2 of 20)."""
+    det = trained(40, 30)
+    rng = np.random.default_rng(9)
+    p = grid(N)
+    fall = 0.3 + 0.4 * (np.minimum(p / 0.6, 1.0) - 1.5 * np.maximum(p - 0.6, 0.0))
+    for _ in range(10):
+        at = first_stop(det, fall + 0.03 * rng.standard_normal(N), p)
+        assert at is not None and at <= 12 + 5
+    rise = 0.3 + 0.4 * (1.0 - np.exp(-p / 0.4))
+    assert sum(first_stop(det, rise + 0.03 * rng.standard_normal(N), p) is not None
+               for _ in range(20)) <= 2
