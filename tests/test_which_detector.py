@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from evalstop_gym.benchmarks import sections
 from evalstop_gym.benchmarks.detectors import which_detector as wd
 from evalstop_gym.benchmarks.detectors.oracle import BayesOracle
-from evalstop_gym.policies import DETECTORS, PolicyNameError, make_detector
-from evalstop_gym.simulate import resolve_config
+from evalstop_gym.policies import DETECTORS, ComposedPolicy, PolicyNameError, SRTFEst, make_detector
+from evalstop_gym.simulate import resolve_config, simulate
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +123,28 @@ def test_the_default_detector_is_the_one_beyond_md_recommends() -> None:
     section = text[text.index(wd.START):text.index(wd.END)]
     line = next(x for x in section.splitlines() if x.startswith("**Default"))
     assert f"`{DEFAULT_DETECTOR}`" in line
+
+
+def test_the_oracle_at_a_matched_fpr_keeps_within_it_and_takes_all_it_allows() -> None:
+    from evalstop_gym.benchmarks.detectors.oracle import recall_at_fpr
+
+    rng = np.random.default_rng(0)
+    healthy, hacking = rng.uniform(0, 0.9, 200), rng.uniform(0.5, 1.0, 100)
+    for fpr in (0.0, 0.01, 0.05, 0.5):
+        threshold, recall = recall_at_fpr(healthy, hacking, fpr)
+        assert np.mean(healthy > threshold) <= fpr
+        assert recall == np.mean(hacking > threshold)
+        # one healthy peak fewer above the threshold would be the next lower one: past the FPR
+        lower = np.sort(healthy)[::-1][int(np.floor(fpr * len(healthy))) + 1]
+        assert np.mean(healthy > lower) > fpr
+    assert recall_at_fpr(healthy, hacking, 1.0)[1] == 1.0
+
+
+def test_a_recording_oracle_never_stops_and_keeps_each_jobs_peak() -> None:
+    config = resolve_config("e2", {"workload.n_jobs": 30})
+    oracle = BayesOracle(config, threshold=None)
+    result = simulate(config, ComposedPolicy(oracle, SRTFEst()), 1)
+    assert result.metrics["n_stopped"] == 0
+    rlhf = [r for r in result.records if r["job_type"] == "rlhf"]
+    assert {r["job_id"] for r in rlhf} == set(oracle.peaks)
+    assert all(0.0 <= early <= peak <= 1.0 for peak, early in oracle.peaks.values())

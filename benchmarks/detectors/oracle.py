@@ -12,6 +12,11 @@ family (Monte Carlo over the prior, a fixed seed), with the noise model's likeli
 Gaussian, or AR(1) by prewhitening; Student-t is treated as Gaussian of the same variance), and
 stops once it exceeds `threshold`. DPO and LoRA jobs never hack in the model, so it never stops
 them. The clipping of scores to [0, 1] is ignored (rare at the default levels).
+
+With `threshold=None` it never stops and records each job's highest posterior (`peaks`): a job
+would be stopped at threshold t exactly when its peak passes t (a stop changes only the job's
+own later evals), so one run gives the oracle's recall at any false-positive rate
+(`recall_at_fpr`), to compare a detector with the limit at the detector's own FPR.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ class BayesOracle(DetectorBase):
     types = ("rlhf",)
     needs = ("evals", "progress")
 
-    def __init__(self, config: SimConfig, threshold: float = 0.95) -> None:
-        if not 0.0 < threshold < 1.0:
-            raise ValueError(f"BayesOracle: threshold must be in (0, 1), got {threshold}")
+    def __init__(self, config: SimConfig, threshold: float | None = 0.95) -> None:
+        if threshold is not None and not 0.0 < threshold < 1.0:
+            raise ValueError(f"BayesOracle: threshold must be in (0, 1) or None, got {threshold}")
         self.threshold = threshold
-        self.name = f"Oracle-{threshold:g}"
+        self.name = "Oracle" if threshold is None else f"Oracle-{threshold:g}"
+        # job id -> (highest posterior at any eval, highest at an eval before completion)
+        self.peaks: dict[int, tuple[float, float]] = {}
         self.prior = config.workload.hacking_fraction
         noise = config.noise
         self.sigma = noise.sigma
@@ -89,6 +96,22 @@ class BayesOracle(DetectorBase):
         if not job.eval_scores:
             return CONTINUE
         post = self.posterior(job)
+        if self.threshold is None:
+            peak, early = self.peaks.get(job.job_id, (0.0, 0.0))
+            self.peaks[job.job_id] = (max(peak, post),
+                                      max(early, post) if job.progress < 1.0 else early)
+            return CONTINUE
         if post > self.threshold:
             return stop(f"oracle: P(hacking) {post:.3f} past {self.threshold:g}")
         return CONTINUE
+
+
+def recall_at_fpr(healthy: np.ndarray, hacking: np.ndarray, fpr: float) -> tuple[float, float]:
+    """(threshold, recall) of the oracle whose false-positive rate is at most `fpr`: the
+    threshold leaves at most floor(fpr * n) healthy peaks above it (`peaks` of healthy and of
+    hacking jobs, pooled over seeds)."""
+    healthy, hacking = np.sort(np.asarray(healthy, float))[::-1], np.asarray(hacking, float)
+    allowed = int(math.floor(max(fpr, 0.0) * len(healthy) + 1e-9))
+    threshold = float(healthy[allowed]) if allowed < len(healthy) else -math.inf
+    recall = float(np.mean(hacking > threshold)) if len(hacking) else math.nan
+    return threshold, recall

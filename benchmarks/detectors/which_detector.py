@@ -7,8 +7,8 @@ Simulated: E2 (SRTF-Est base) at eval noise sigma 0.05 (Gaussian) and under AR(1
 0.1, with evals every 5%, 10%, 15% and at the corpus's native density (1/60), per detector:
 recall, recall before completion, GPU-minutes saved per run, FPR over healthy RLHF jobs (and,
 under AR(1), over the healthy jobs of every type a detector monitors: DPO too); beside
-them the Bayes oracle's recall (`benchmarks.oracle`, which knows the generative model) and each
-detector's share of it. Real: the corpus's healthy runs, replayed at each density (leave one
+them the Bayes oracle's recall at the detector's own FPR (`oracle.py`, which knows the generative
+model; thresholded on one run's peak posteriors per seed) and each detector's share of it. Real: the corpus's healthy runs, replayed at each density (leave one
 out peers for the detectors that learn from runs; `benchmarks.corpus.scoring`), and the share a
 detector stops. The recommendation is the detector with the best mean Gaussian recall among those
 whose corpus false stops stay within `MAX_CORPUS_FALSE_STOPS` and whose AR(1) FPR stays within
@@ -35,7 +35,7 @@ from .. import sections
 from ..corpus.scoring import score_run
 from ..durable import write_csv
 from ..usage import UsageError
-from .oracle import BayesOracle
+from .oracle import BayesOracle, recall_at_fpr
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ NOISES = {"gauss": {"noise.model": "gaussian", "noise.sigma": 0.05},
 SEEDS = (42, 123, 456, 789, 1024)
 MAX_CORPUS_FALSE_STOPS = 0.02
 MAX_AR1_FPR = 0.05
+ORACLE_FPR = 0.01   # the oracle's own row: its recall at FPR <= 1% (the detectors' bar)
 # Detectors whose false-stop budget rests on the group's healthy peers resembling the run being
 # judged (PeerPrior's: up to 2 alpha where they do not): recommended for groups of runs, never
 # as the default that a lone run, or a group of unlike runs, gets without asking.
@@ -61,10 +62,15 @@ def sim_row(detector: str, noise: str, density: str, seed: int,
     """One simulated E2 run of `detector` over SRTF-Est."""
     config = resolve_config("e2", {**NOISES[noise], "evals.interval": DENSITIES[density],
                                    **overrides})
-    det = BayesOracle(config) if detector == ORACLE else make_detector(detector)
+    det = BayesOracle(config, threshold=None) if detector == ORACLE else make_detector(detector)
     if det is None:
         raise ValueError(f"detector {detector!r}: expected a detector name, not 'none'")
     result = simulate(config, ComposedPolicy(det, SRTFEst()), seed)
+    if isinstance(det, BayesOracle):   # its peak posteriors, to match any detector's FPR
+        return {"detector": detector, "noise": noise, "density": density, "seed": seed,
+                "jobs": [{"is_hacking": r["is_hacking"], "peak": det.peaks[r["job_id"]][0],
+                          "peak_early": det.peaks[r["job_id"]][1]}
+                         for r in result.records if r["job_id"] in det.peaks]}
     m = result.metrics
     types = capabilities(det).types
     healthy = [r for r in result.records if not r["is_hacking"] and r["job_type"] in types]
@@ -92,8 +98,9 @@ def corpus_rows(detectors: Sequence[str], max_runs: int | None) -> pd.DataFrame:
 
 def measure(detectors: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
             overrides: Mapping[str, object] | None = None,
-            corpus_runs: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(simulated rows, corpus rows): every run, with a progress bar, seeds in parallel."""
+            corpus_runs: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(simulated rows, corpus rows, the oracle's RLHF jobs with their peak posteriors): every
+    run, with a progress bar, seeds in parallel."""
     from joblib import Parallel, delayed
     from tqdm import tqdm
 
@@ -101,29 +108,53 @@ def measure(detectors: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
              for d in [*detectors, ORACLE] for s in seeds]
     run = Parallel(n_jobs=n_jobs, return_as="generator")(
         delayed(sim_row)(*t, overrides or {}) for t in tasks)
-    sim = pd.DataFrame(list(tqdm(run, total=len(tasks), desc="simulated runs")))
+    rows = list(tqdm(run, total=len(tasks), desc="simulated runs"))
+    sim = pd.DataFrame([r for r in rows if "jobs" not in r])
+    oracle = pd.DataFrame([{**{k: r[k] for k in ("noise", "density", "seed")}, **job}
+                           for r in rows if "jobs" in r for job in r["jobs"]])
     log.info("scoring the corpus's healthy runs")
     corpus = corpus_rows(detectors, corpus_runs)
-    return sim, corpus
+    return sim, corpus, oracle
 
 
-def summarise(sim: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
-    """One row per (density, detector): the means over seeds and the corpus's false stops."""
+def oracle_at(oracle: pd.DataFrame, noise: str, density: str,
+              fpr: float) -> tuple[float, float, float]:
+    """The oracle's (recall, early recall, FPR) at the threshold whose FPR is at most `fpr`,
+    over every seed's RLHF jobs at this noise and density."""
+    jobs = oracle[(oracle.noise == noise) & (oracle.density == density)]
+    healthy, hacking = jobs[~jobs.is_hacking], jobs[jobs.is_hacking]
+    threshold, recall = recall_at_fpr(healthy.peak.to_numpy(), hacking.peak.to_numpy(), fpr)
+    early = float(np.mean(hacking.peak_early.to_numpy() > threshold))
+    return recall, early, float(np.mean(healthy.peak.to_numpy() > threshold))
+
+
+def summarise(sim: pd.DataFrame, corpus: pd.DataFrame, oracle: pd.DataFrame) -> pd.DataFrame:
+    """One row per (density, detector): the means over seeds, the corpus's false stops and the
+    oracle's recall at the detector's own FPR (Gaussian and AR(1)); then the oracle itself at
+    `ORACLE_FPR`."""
     mean = sim.groupby(["noise", "density", "detector"], sort=False)[
         ["recall", "recall_early", "fpr", "fpr_monitored", "gpu_min_saved"]].mean()
     rows = []
     for density in DENSITIES:
-        oracle = mean.loc[("gauss", density, ORACLE), "recall"]
         for det in mean.index.get_level_values("detector").unique():
             g, a = mean.loc[("gauss", density, det)], mean.loc[("ar1", density, det)]
             stops = corpus[(corpus.density == density) & (corpus.detector == det)]["stopped"]
+            best = oracle_at(oracle, "gauss", density, g.fpr)[0]
             rows.append({"density": density, "detector": det, "recall": g.recall,
                          "recall_early": g.recall_early, "gpu_min_saved": g.gpu_min_saved,
                          "fpr": g.fpr, "ar1_recall": a.recall, "ar1_fpr": a.fpr,
                          "ar1_fpr_monitored": a.fpr_monitored,
                          "corpus_false_stops": stops.mean() if len(stops) else np.nan,
-                         "oracle_recall": oracle,
-                         "share_of_oracle": g.recall / oracle if oracle > 0 else np.nan})
+                         "oracle_recall": best,
+                         "ar1_oracle_recall": oracle_at(oracle, "ar1", density, a.fpr)[0],
+                         "share_of_oracle": g.recall / best if best > 0 else np.nan})
+        recall, early, fpr = oracle_at(oracle, "gauss", density, ORACLE_FPR)
+        ar1_recall, _, ar1_fpr = oracle_at(oracle, "ar1", density, ORACLE_FPR)
+        rows.append({"density": density, "detector": ORACLE, "recall": recall,
+                     "recall_early": early, "gpu_min_saved": np.nan, "fpr": fpr,
+                     "ar1_recall": ar1_recall, "ar1_fpr": ar1_fpr, "ar1_fpr_monitored": np.nan,
+                     "corpus_false_stops": np.nan, "oracle_recall": recall,
+                     "ar1_oracle_recall": ar1_recall, "share_of_oracle": 1.0})
     return pd.DataFrame(rows)
 
 
@@ -174,21 +205,25 @@ def render(summary: pd.DataFrame, seeds: Sequence[int], corpus_runs: int | None)
              "over the healthy jobs of every type the detector monitors (DPO jobs, which never "
              "decline in E2, as well); false stops of the corpus's healthy runs"
              + (f" (the first {corpus_runs} of each family)" if corpus_runs else "")
-             + "; the Bayes oracle (knows the generative model; `benchmarks/detectors/oracle.py`) "
-             "and each detector's share of its recall.", ""]
+             + "; the Bayes oracle's recall at the detector's own FPR (Gaussian and AR(1); the "
+             "oracle knows the generative model, `benchmarks/detectors/oracle.py`, and is "
+             "thresholded on one run's peak posteriors) and the detector's share of it. The "
+             f"oracle's row: its recall at FPR <= {ORACLE_FPR:.0%}.", ""]
     for density in DENSITIES:
         lines += [f"### Evals every {density}" if density != "native"
                   else "### Native density (1/60)", "",
                   "| detector | recall | early | GPU-min saved | FPR | AR(1) recall | AR(1) FPR "
-                  "| AR(1) FPR, all monitored | corpus false stops | oracle recall "
-                  "| share of oracle |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| AR(1) FPR, all monitored | corpus false stops | oracle recall at this FPR "
+                  "| share of oracle | AR(1) oracle recall at this FPR |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in summary[summary.density == density].itertuples():
+            saved = "n/a" if pd.isna(r.gpu_min_saved) else f"{r.gpu_min_saved:.0f}"
             lines.append(f"| {r.detector} | {pct(r.recall)} | {pct(r.recall_early)} | "
-                         f"{r.gpu_min_saved:.0f} | {pct(r.fpr)} | {pct(r.ar1_recall)} | "
+                         f"{saved} | {pct(r.fpr)} | {pct(r.ar1_recall)} | "
                          f"{pct(r.ar1_fpr)} | {pct(r.ar1_fpr_monitored)} | "
                          f"{pct(r.corpus_false_stops)} | "
-                         f"{pct(r.oracle_recall)} | {pct(r.share_of_oracle)} |")
+                         f"{pct(r.oracle_recall)} | {pct(r.share_of_oracle)} | "
+                         f"{pct(r.ar1_oracle_recall)} |")
         lines.append("")
     lines += [*recommendation_lines(summary), END]
     return "\n".join(lines) + "\n"
@@ -260,12 +295,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     overrides = {"workload.n_jobs": 40} if args.quick else {}
     corpus_runs = 3 if args.quick else None
-    sim, corpus = measure(args.detectors, args.seeds, args.n_jobs, overrides, corpus_runs)
-    summary = summarise(sim, corpus)
+    sim, corpus, oracle = measure(args.detectors, args.seeds, args.n_jobs, overrides,
+                                  corpus_runs)
+    summary = summarise(sim, corpus, oracle)
     section = render(summary, args.seeds, corpus_runs)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(sim, args.out / "simulated.csv")
     write_csv(corpus, args.out / "corpus.csv")
+    write_csv(oracle, args.out / "oracle_jobs.csv")
     write_csv(summary, args.out / "summary.csv")
     (args.out / "which_detector.md").write_text(section)
     if args.beyond is not None:
