@@ -51,7 +51,7 @@ class LoopState(NamedTuple):
     major: np.ndarray        # each job's key as last computed: frozen while it waits,
     key: np.ndarray          # refreshed while it runs
     run_seq: np.ndarray      # Cluster._run_seq; -1: not running
-    run_list: np.ndarray     # Cluster.running, unordered
+    run_list: np.ndarray     # Cluster.running, in start order
     run_pos: np.ndarray
     run_version: np.ndarray  # preemptive: the latest entry of each running job in `rheap`
     arrivals: np.ndarray     # job ids by arrival (stable)
@@ -363,10 +363,12 @@ def _store_running_key(rheap, size, j, major, key, arrival, run_version):
 
 @njit(cache=True, inline="always")
 def _leave_running(j, run_list, run_pos, run_seq, n_run):
-    """Take job j out of the running set (swap with the last); returns the new count."""
-    last = run_list[n_run - 1]
-    run_list[run_pos[j]] = last
-    run_pos[last] = run_pos[j]
+    """Take job j out of the running set, which stays in start order (Cluster.running's dict
+    order, which the env's reward sums in); returns the new count."""
+    for q in range(run_pos[j], n_run - 1):
+        m = run_list[q + 1]
+        run_list[q] = m
+        run_pos[m] = q
     run_pos[j] = -1
     run_seq[j] = -1
     return n_run - 1
