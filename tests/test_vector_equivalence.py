@@ -108,6 +108,36 @@ def test_a_reset_mid_episode_starts_afresh() -> None:
     assert batch.reward[1] == 0.0
 
 
+class LargerForSeed99(CompiledBatch):
+    """Seed 99 brings a larger workload: every row grows while the other env is mid-episode."""
+
+    def _workload(self, seed: int):  # type: ignore[no-untyped-def]
+        if seed == 99:
+            return generate_workload(self.config.with_overrides({"workload.n_jobs": 90}), seed)
+        return super()._workload(seed)
+
+
+def test_rows_growing_mid_episode_keep_the_other_envs_state() -> None:
+    batch = LargerForSeed99(2, "e2", "SRTF-Est", **SMALL)
+    env = EvalStopClusterEnv("e2", "SRTF-Est", **SMALL)
+    batch.reset([0, 1], [4, 5])
+    env.reset(seed=4)
+    rng = np.random.default_rng(9)
+    steps, terminated = 0, False
+    while not terminated:
+        stop = (rng.random(2) < 0.05).astype(np.int64)
+        batch.step(stop)
+        obs, reward, terminated, _, info = env.step(int(stop[0]))
+        rows_equal(batch, 0, obs, f"step {steps}")
+        assert np.float64(reward).tobytes() == batch.reward[0].tobytes()
+        steps += 1
+        if steps == 5:
+            before = batch._caps
+            batch.reset([1], [99])
+            assert batch._caps[0] > before[0]
+    assert batch.metrics(0) == info["metrics"]
+
+
 # ---------------------------------------------------------------------------- information boundary
 
 

@@ -57,9 +57,9 @@ from .reward import lost_quality, segment_waste
 
 FIELDS = ("job", "cluster", "eval_scores", "eval_deltas", "eval_progress", "eval_mask",
           "loss_history", "loss_mask")
-_fill_job_row = njit(cache=True)(fill_job_row)
-_fill_cluster_row = njit(cache=True)(fill_cluster_row)
-_segment_waste = njit(cache=True)(segment_waste)
+_fill_job_row = njit(cache=True, inline="always")(fill_job_row)
+_fill_cluster_row = njit(cache=True, inline="always")(fill_cluster_row)
+_segment_waste = njit(cache=True, inline="always")(segment_waste)
 _lost_quality = njit(cache=True)(lost_quality)
 _decline_count = compiled(decline_count)
 # per-env reward state: ints (arrivals admitted, open jobs), floats (booked integrals,
@@ -214,14 +214,7 @@ class CompiledBatch:
         e = self._extra
         e.is_hacking[i, :n] = [j.is_hacking for j in jobs]
         e.peak_prog[i, :n] = [j.peak_progress for j in jobs]
-        e.best_true[i, :n] = [float(np.max(j.eval_true)) if len(j.eval_true) else np.nan
-                              for j in jobs]
-        for k, job in enumerate(jobs):   # the true score of each eval's checkpoint
-            lo, hi = int(packed["ev_ptr"][k]), int(packed["ev_ptr"][k + 1])
-            if hi > lo:
-                prog = packed["ev_prog"][lo:hi]
-                at = np.argmin(np.abs(job.eval_points[None, :] - prog[:, None]), axis=1)
-                e.kept_true[i, lo:hi] = job.eval_true[at]
+        self._truth(i, jobs, packed)
         outs.state[i], outs.work[i], outs.next_check[i], outs.epoch[i] = 0, 0.0, 0, 0
         outs.has_run[i], outs.first_start[i], outs.end_time[i] = False, np.nan, np.nan
         outs.gpu_min[i], outs.gpu_after[i], outs.n_pre[i], outs.phase_start[i] = 0.0, 0.0, 0, 0.0
@@ -237,6 +230,27 @@ class CompiledBatch:
         self._jobs[i], self._packed[i], self._seeds[i] = jobs, packed, seed
         self._asked[i] = -1
         self._metrics[i] = None
+
+    def _truth(self, i: int, jobs: list[Job], packed: dict[str, np.ndarray]) -> None:
+        """Row i's best true score per job and true score of each eval's checkpoint
+        (`quality_lost`'s `np.max(eval_true)` and `true_score_at`), a matrix at a time when the
+        jobs share their number of eval points."""
+        e, ev_ptr, n = self._extra, packed["ev_ptr"], len(jobs)
+        if len({len(j.eval_points) for j in jobs}) == 1 and len(jobs[0].eval_points):
+            points = np.stack([j.eval_points for j in jobs])
+            truth = np.stack([j.eval_true for j in jobs])
+            e.best_true[i, :n] = truth.max(axis=1)
+            owner = np.repeat(np.arange(n), np.diff(ev_ptr))
+            at = np.argmin(np.abs(points[owner] - packed["ev_prog"][:, None]), axis=1)
+            e.kept_true[i, :len(owner)] = truth[owner, at]
+            return
+        for k, job in enumerate(jobs):
+            e.best_true[i, k] = float(np.max(job.eval_true)) if len(job.eval_true) else np.nan
+            lo, hi = int(ev_ptr[k]), int(ev_ptr[k + 1])
+            if hi > lo:
+                prog = packed["ev_prog"][lo:hi]
+                at = np.argmin(np.abs(job.eval_points[None, :] - prog[:, None]), axis=1)
+                e.kept_true[i, lo:hi] = job.eval_true[at]
 
     def _workload(self, seed: int) -> list[Job]:
         """The jobs of `seed`: those `EvalStopClusterEnv.reset(seed=seed)` runs."""
@@ -260,6 +274,9 @@ class CompiledBatch:
         old = None if self._caps == (0, 0, 0) else (self._job_arrays, self._out, self._loop,
                                                      self._extra, self._open, self._order)
         size = {"job": n, "ptr": n + 1, "chk": n_chk, "ev": n_ev}
+        rows = (2 * n + 17, 4 * n + 17)         # heaps keep what they grew to
+        if old is not None:
+            rows = (max(rows[0], old[2].heap.shape[1]), max(rows[1], old[2].rheap.shape[1]))
 
         def arr(kind: str, dtype: Any, fill: Any = 0) -> np.ndarray:
             return np.full((N, size[kind]), fill, dtype)
@@ -282,7 +299,7 @@ class CompiledBatch:
             arr("job", np.int64), arr("job", np.int64), arr("job", np.int64),
             arr("job", np.int64), arr("job", np.float64), arr("job", np.int64, -1),
             arr("job", np.int64), arr("job", np.int64, -1), arr("job", np.int64),
-            arr("job", np.int64), np.zeros((N, 2 * n + 17, 4)), np.zeros((N, 4 * n + 17, 5)),
+            arr("job", np.int64), np.zeros((N, rows[0], 4)), np.zeros((N, rows[1], 5)),
             np.zeros((N, N_INT_SLOTS), np.int64), np.zeros((N, N_FLOAT_SLOTS)),
             arr("chk", np.int64))
         self._extra = Extra(arr("job", np.bool_), arr("job", np.float64),
@@ -325,7 +342,7 @@ class Extra(NamedTuple):
 # ---------------------------------------------------------------------------- compiled
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _jobs_row(J, i):
     return Jobs(J.arrival[i], J.gpus[i], J.duration[i], J.dur_est[i], J.eval_min[i],
                 J.peak[i], J.speed[i], J.jtype[i], J.paced[i], J.chk_ptr[i], J.chk_prog[i],
@@ -333,7 +350,7 @@ def _jobs_row(J, i):
                 J.ev_prog[i])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _out_row(outs, i):
     return Outcome(outs.state[i], outs.work[i], outs.next_check[i], outs.epoch[i],
                    outs.has_run[i], outs.first_start[i], outs.end_time[i], outs.gpu_min[i],
@@ -341,7 +358,7 @@ def _out_row(outs, i):
                    outs.stop_value[i])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _loop_row(L, i):
     return LoopState(L.phase[i], L.cls_gpus[i], L.cls[i], L.cls_off[i], L.cls_size[i],
                      L.wait[i], L.major[i], L.key[i], L.run_seq[i], L.run_list[i],
@@ -359,9 +376,9 @@ def _put(row, k, value, low, high):
     row[k] = np.float32(value)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, order, extra,
-            weights, tmp):
+            weights):
     """RewardMeter.step (stop mode) of env i; returns the weighted reward."""
     (arrival, gpus, duration, _, eval_min, peak, speed, _, _, chk_ptr, chk_prog, chk_work,
      chk_idx, _, ev_ptr, ev_score, _) = jobs
@@ -390,17 +407,9 @@ def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, o
         s0 += now - arrival[j]
         s1 += out.gpu_min[j]
         s2 += out.gpu_after[j]
-    n_run = ist[S_N_RUN]                      # Cluster.running's order: by start
-    for q in range(n_run):
-        j = loop.run_list[q]
-        r = q
-        while r > 0 and loop.run_seq[tmp[r - 1]] > loop.run_seq[j]:
-            tmp[r] = tmp[r - 1]
-            r -= 1
-        tmp[r] = j
     held = 0.0
-    for q in range(n_run):
-        j = tmp[q]
+    for q in range(ist[S_N_RUN]):             # Cluster.running's order: by start
+        j = loop.run_list[q]
         if loop.phase[j] != 0:
             held += gpus[j] * (now - out.phase_start[j])
     i0, i1, i2 = b0 + s0, b1 + s1 + held, b2 + s2
@@ -439,7 +448,7 @@ def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, o
              + weights[4] * false_stop)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _observe(i, j, now, total_gpus, jobs, out, ist, o_job, o_cluster, o_scores, o_deltas,
              o_prog, o_mask, o_loss, o_lmask, b_job, b_cluster, b_scores, b_deltas, b_prog,
              b_loss, tmp):
@@ -496,7 +505,6 @@ def _step_all(spec, J, outs, L, sc, rint, rfl, open_, order, X, weights, asked, 
     `fresh`: a new answer (fst[F_ANSWER]) or a reset; False resumes envs that ran out of heap
     room mid-step (`ROOM`), which keep their answer and their continued jobs."""
     tmp = np.empty(max(o_job.shape[1], o_cluster.shape[1], L.run_list.shape[1]), np.float64)
-    order_tmp = np.empty(L.run_list.shape[1], np.int64)
     for i in range(todo.shape[0]):
         if not todo[i]:
             continue
@@ -513,7 +521,7 @@ def _step_all(spec, J, outs, L, sc, rint, rfl, open_, order, X, weights, asked, 
         now = L.fst[i, F_NOW]
         value = _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_[i],
                         order[i], Extra(X.is_hacking[i], X.peak_prog[i], X.best_true[i],
-                                        X.kept_true[i]), weights, order_tmp)
+                                        X.kept_true[i]), weights)
         reward[i] = value if answered >= 0 else 0.0
         if st == kernel.DECISION:
             j = ist[S_PENDING]
