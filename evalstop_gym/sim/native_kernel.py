@@ -455,17 +455,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
         n_pre, phase_start, chk_time, stop_value):
     """Run every job to its end; fills the state arrays in place. Returns (status, events)."""
     n = arrival.shape[0]
-    phase = np.zeros(n, np.int64)
-    cls_gpus, cls = np.empty(n, np.int64), np.empty(n, np.int64)
-    cls_off, cls_size = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    arrivals = np.empty(n, np.int64)
-    ist, fst = np.zeros(N_INT_SLOTS, np.int64), np.zeros(N_FLOAT_SLOTS)
-    setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals, ist, fst)
-    heap, rheap = np.empty((2 * n + 16, 4)), np.empty((4 * n + 16, 5))
-    loop = LoopState(phase, cls_gpus, cls, cls_off, cls_size, np.empty(n, np.int64),
-                     np.zeros(n, np.int64), np.zeros(n), np.full(n, -1, np.int64),
-                     np.empty(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64),
-                     arrivals, heap, rheap, ist, fst, np.empty(0, np.int64))
+    loop = new_loop(total_gpus, arrival, gpus, 0)
     work_space = scratch(n)
     spec = Platform(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant,
                     p_stop, threshold, window, slice_share)
@@ -476,11 +466,34 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
     while True:
         status = advance(spec, jobs, out, loop, work_space)
         if status != ROOM:
-            return status, ist[S_POPPED]
-        heap, rheap = grown(heap), grown(rheap)
-        loop = LoopState(phase, cls_gpus, cls, cls_off, cls_size, loop[5], loop[6], loop[7],
-                         loop[8], loop[9], loop[10], loop[11], arrivals, heap, rheap, ist, fst,
-                         loop[17])
+            return status, loop.ist[S_POPPED]
+        loop = with_room(loop)
+
+
+@njit(cache=True)
+def new_loop(total_gpus, arrival, gpus, n_checks):
+    """A cluster's loop state before its first event, for the jobs `arrival`, `gpus`;
+    `n_checks`: room for the jobs' checks in `continued` (0 unless under RULE_AGENT)."""
+    n = arrival.shape[0]
+    cls_gpus, cls = np.empty(n, np.int64), np.empty(n, np.int64)
+    cls_off, cls_size = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    arrivals = np.empty(n, np.int64)
+    ist, fst = np.zeros(N_INT_SLOTS, np.int64), np.zeros(N_FLOAT_SLOTS)
+    setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals, ist, fst)
+    return LoopState(np.zeros(n, np.int64), cls_gpus, cls, cls_off, cls_size,
+                     np.empty(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
+                     np.full(n, -1, np.int64), np.empty(n, np.int64), np.full(n, -1, np.int64),
+                     np.zeros(n, np.int64), arrivals, np.empty((2 * n + 16, 4)),
+                     np.empty((4 * n + 16, 5)), ist, fst, np.empty(n_checks, np.int64))
+
+
+@njit(cache=True)
+def with_room(loop):
+    """`loop` with both heaps twice as large (after `advance` returned ROOM)."""
+    return LoopState(loop.phase, loop.cls_gpus, loop.cls, loop.cls_off, loop.cls_size,
+                     loop.wait, loop.major, loop.key, loop.run_seq, loop.run_list, loop.run_pos,
+                     loop.run_version, loop.arrivals, grown(loop.heap), grown(loop.rheap),
+                     loop.ist, loop.fst, loop.continued)
 
 
 @njit(cache=True)
