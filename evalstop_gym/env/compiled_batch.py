@@ -390,6 +390,7 @@ def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, o
         n_open += 1
         admitted += 1
     b0, b1, b2 = rfl[i, R_BOOKED], rfl[i, R_BOOKED + 1], rfl[i, R_BOOKED + 2]
+    s0, s1, s2 = 0.0, 0.0, 0.0                # one pass: each sum keeps the reference's order
     kept = 0
     for q in range(n_open):
         j = open_[q]
@@ -400,13 +401,10 @@ def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, o
         else:
             open_[kept] = j
             kept += 1
+            s0 += now - arrival[j]
+            s1 += out.gpu_min[j]
+            s2 += out.gpu_after[j]
     n_open = kept
-    s0, s1, s2 = 0.0, 0.0, 0.0
-    for q in range(n_open):
-        j = open_[q]
-        s0 += now - arrival[j]
-        s1 += out.gpu_min[j]
-        s2 += out.gpu_after[j]
     held = 0.0
     for q in range(ist[S_N_RUN]):             # Cluster.running's order: by start
         j = loop.run_list[q]
