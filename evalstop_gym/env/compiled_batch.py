@@ -367,13 +367,13 @@ def _loop_row(L, i):
 
 
 @njit(cache=True, inline="always")
-def _put(row, k, value, low, high):
+def _put(rows, i, k, value, bounds):
     """`_clipped` of one value: np.clip to the Box bounds, then float32."""
-    if value < low[k]:
-        value = low[k]
-    if value > high[k]:
-        value = high[k]
-    row[k] = np.float32(value)
+    if value < bounds[0][k]:
+        value = bounds[0][k]
+    if value > bounds[1][k]:
+        value = bounds[1][k]
+    rows[i, k] = np.float32(value)
 
 
 @njit(cache=True, inline="always")
@@ -471,27 +471,28 @@ def _observe(i, j, now, total_gpus, jobs, out, ist, o_job, o_cluster, o_scores, 
                   chk_loss[c - 1] if passed >= 2 else 0.0, chk_loss[c], dur_est[j], gpus[j],
                   now - arrival[j], out.gpu_min[j] / gpus[j], out.n_pre[j])
     for k in range(o_job.shape[1]):
-        _put(o_job[i], k, tmp[k], b_job[0], b_job[1])
+        _put(o_job, i, k, tmp[k], b_job)
     _fill_cluster_row(tmp, now, total_gpus, ist[S_FREE], ist[S_N_WAIT], ist[S_N_RUN])
     for k in range(o_cluster.shape[1]):
-        _put(o_cluster[i], k, tmp[k], b_cluster[0], b_cluster[1])
+        _put(o_cluster, i, k, tmp[k], b_cluster)
     h = o_scores.shape[1]
-    o_scores[i], o_deltas[i], o_prog[i], o_mask[i] = 0.0, 0.0, 0.0, 0
+    for k in range(h):
+        o_scores[i, k], o_deltas[i, k], o_prog[i, k], o_mask[i, k] = 0.0, 0.0, 0.0, 0
     tail = min(n_ev, h)
     for t in range(tail):
         e = n_ev - tail + t
         k = h - tail + t
-        _put(o_scores[i], k, scores[e], b_scores[0], b_scores[1])
-        _put(o_deltas[i], k, scores[e] - scores[e - 1 if e > 0 else 0], b_deltas[0],
-             b_deltas[1])
-        _put(o_prog[i], k, ev_prog[e0 + e], b_prog[0], b_prog[1])
+        _put(o_scores, i, k, scores[e], b_scores)
+        _put(o_deltas, i, k, scores[e] - scores[e - 1 if e > 0 else 0], b_deltas)
+        _put(o_prog, i, k, ev_prog[e0 + e], b_prog)
         o_mask[i, k] = 1
     h = o_loss.shape[1]
-    o_loss[i], o_lmask[i] = 0.0, 0
+    for k in range(h):
+        o_loss[i, k], o_lmask[i, k] = 0.0, 0
     tail = min(passed, h)
     for t in range(tail):
         k = h - tail + t
-        _put(o_loss[i], k, chk_loss[chk_ptr[j] + passed - tail + t], b_loss[0], b_loss[1])
+        _put(o_loss, i, k, chk_loss[chk_ptr[j] + passed - tail + t], b_loss)
         o_lmask[i, k] = 1
 
 
