@@ -11,9 +11,14 @@ priority keys and stop rules are `rules.py`'s functions, compiled (`_rank_of` an
 slice a job's history out of the arrays). `native.py` packs the jobs and unpacks the results;
 `tests/test_native.py` compares the two engines run for run.
 
+The loop is resumable: `advance` runs it from a `LoopState` (what `Cluster` keeps between two
+`next_decision` calls) and, under `rules.RULE_AGENT`, returns at each check of a monitored job
+type for an agent's answer, re-entering at the code after `_decide`. `run` calls it once to the
+end (the built-in policies); `env/compiled_batch.py` calls it per decision for N clusters.
+
 Written for numba (`jit.py` says where its cache lives); without it the same functions run as
 plain Python (slowly), which keeps them debuggable with pdb. The scheduling pass stays inline in
-`run`: as a function of its own, the two dozen arrays it needs cost more to pass at every pass
+`advance`: as a function of its own, the two dozen arrays it needs cost more to pass at every pass
 than the pass itself (measured: a noticeably slower E2 run); small helpers are inlined for the
 same reason.
 """
