@@ -105,11 +105,10 @@ class CompiledBatch:
         self.encoder = StopObservation(n_evals, n_evals + len(self.milestones),
                                        Limits.of(self.config, n_evals))
         self.single_observation_space: spaces.Dict = self.encoder.space
-        self._bounds = tuple(
-            (np.asarray(self.encoder.space[k].low, np.float64),
-             np.asarray(self.encoder.space[k].high, np.float64))
-            for k in ("job", "cluster", "eval_scores", "eval_deltas", "eval_progress",
-                      "loss_history"))
+        boxes = [self.encoder.space[k] for k in ("job", "cluster", "eval_scores", "eval_deltas",
+                                                 "eval_progress", "loss_history")]
+        self._bounds = tuple((np.asarray(b.low, np.float64), np.asarray(b.high, np.float64))
+                             for b in boxes if isinstance(b, spaces.Box))
         w = self.config.reward
         self._weights = np.array([w.jobs_in_system, w.gpu_minutes, w.wasted_gpu_minutes,
                                   w.quality_lost, w.false_stop, w.time_scale_min], np.float64)
@@ -124,6 +123,12 @@ class CompiledBatch:
         self._seeds = [-1] * n
         self._metrics: list[dict[str, float] | None] = [None] * n
         self._caps = (0, 0, 0)
+        self._job_arrays: Jobs
+        self._out: Outcome
+        self._loop: LoopState
+        self._extra: Extra
+        self._open: np.ndarray
+        self._order: np.ndarray
         self._alloc(1, 1, 1)
 
     # ------------------------------------------------------------------ the contract
