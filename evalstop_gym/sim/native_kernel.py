@@ -312,9 +312,9 @@ def _row_copy(h, dst, src):
 
 @njit(cache=True, inline="always")
 def _sift_down(h, start, pos):
-    """heapq._siftdown over the rows of h (its last row is the scratch slot of the new item)."""
+    """heapq._siftdown over the rows of h, for the new item waiting in the scratch row (h's
+    last): parents below it move down from `pos`, then it takes its place."""
     tmp = h.shape[0] - 1
-    _row_copy(h, tmp, pos)
     while pos > start:
         parent = (pos - 1) >> 1
         if _row_lt(h, tmp, parent):
@@ -330,11 +330,10 @@ def heap_pop(h, size):
     """heapq.heappop on the first `size` rows (read the root first); returns the new size."""
     size -= 1
     if size > 0:
-        _row_copy(h, 0, size)
+        tmp = h.shape[0] - 1
+        _row_copy(h, tmp, size)                # the last row, to sift from the root
         pos = 0                                # heapq._siftup
         child = 1
-        tmp = h.shape[0] - 1
-        _row_copy(h, tmp, 0)
         while child < size:
             right = child + 1
             if right < size and not _row_lt(h, child, right):
@@ -342,7 +341,6 @@ def heap_pop(h, size):
             _row_copy(h, pos, child)
             pos = child
             child = 2 * pos + 1
-        _row_copy(h, pos, tmp)
         _sift_down(h, 0, pos)
     return size
 
@@ -350,7 +348,8 @@ def heap_pop(h, size):
 @njit(cache=True, inline="always")
 def _push_event(heap, size, time, seq, j, ep):
     """heapq.heappush of the phase end (time, seq, job, epoch); returns the new size."""
-    heap[size, 0], heap[size, 1], heap[size, 2], heap[size, 3] = time, seq, j, ep
+    tmp = heap.shape[0] - 1
+    heap[tmp, 0], heap[tmp, 1], heap[tmp, 2], heap[tmp, 3] = time, seq, j, ep
     _sift_down(heap, 0, size)
     return size + 1
 
@@ -360,8 +359,9 @@ def _store_running_key(rheap, size, j, major, key, arrival, run_version):
     """(Re)file running job j in the max-heap under its current key; older entries go stale.
     Returns the heap's new size."""
     run_version[j] += 1
-    rheap[size, 0], rheap[size, 1], rheap[size, 2] = -major[j], -key[j], -arrival[j]
-    rheap[size, 3], rheap[size, 4] = -j, run_version[j]
+    tmp = rheap.shape[0] - 1
+    rheap[tmp, 0], rheap[tmp, 1], rheap[tmp, 2] = -major[j], -key[j], -arrival[j]
+    rheap[tmp, 3], rheap[tmp, 4] = -j, run_version[j]
     _sift_down(rheap, 0, size)
     return size + 1
 
