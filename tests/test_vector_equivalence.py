@@ -11,7 +11,7 @@ import pytest
 
 from evalstop_gym.env.cluster_env import EvalStopClusterEnv
 from evalstop_gym.env.compiled_batch import CompiledBatch
-from evalstop_gym.sim.workload import generate_workload
+from evalstop_gym.workloads import generate_workload
 
 SMALL = {"workload.n_jobs": 60}
 # (config, overrides, milestones): each reaches other paths of the loop, the observation and the
@@ -23,11 +23,13 @@ CASES = {
     "e2-16gpu-restart": ("e2", {"cluster.gpus": 16, "cluster.preemption_overhead_min": 7.0,
                                 **SMALL}, ()),
     "e1-milestones": ("e1", SMALL, (0.3, 0.65)),
+    "philly-trace": ("philly", {}, ()),     # a trace workload: sizes differ from seed to seed
 }
 GRID = [("e2", "SRTF-Est", 0.05), ("e2", "FIFO", 0.5), ("e2-noisy-dense", "SJF-Est", 0.05),
         ("e2-noisy-dense", "EvalSched", 0.5), ("e2-16gpu-restart", "SRTF-Est", 0.05),
         ("e2-16gpu-restart", "EvalSched", 0.05), ("e2-16gpu-restart", "LossAware", 0.5),
-        ("e1-milestones", "SRTF-Est", 0.05), ("e1-milestones", "FIFO", 0.5)]
+        ("e1-milestones", "SRTF-Est", 0.05), ("e1-milestones", "FIFO", 0.5),
+        ("philly-trace", "SRTF-Est", 0.1)]
 
 
 def rows_equal(batch: CompiledBatch, i: int, obs: dict[str, np.ndarray], label: str) -> None:

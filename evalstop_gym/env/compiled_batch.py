@@ -49,8 +49,9 @@ from ..sim.native_kernel import (
 )
 from ..sim.protocols import capabilities
 from ..sim.rules import RULE_AGENT, compiled, decline_count
-from ..sim.workload import JOB_TYPES, eval_points, generate_workload
+from ..sim.workload import JOB_TYPES, eval_points
 from ..simulate import resolve_config, score
+from ..workloads import generate_workload
 from .arguments import check_milestones, check_monitored
 from .observation import Limits, StopObservation, fill_cluster_row, fill_job_row
 from .reward import lost_quality, segment_waste
