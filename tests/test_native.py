@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evalstop_gym.config import load_sim_config
@@ -298,3 +299,65 @@ def test_compiled_decisions_ignore_hidden_labels(policy_name: str) -> None:
         runs.append((events, [(j.state, repr(j.end_time), j.n_preemptions, j.stop_reason,
                                j.observations) for j in jobs]))
     assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------------------- the resumable loop
+
+
+def _outcome_arrays(n: int, n_checks: int):
+    from evalstop_gym.sim import native_kernel as kernel
+
+    return kernel.Outcome(
+        np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+        np.zeros(n, np.bool_), np.full(n, np.nan), np.full(n, np.nan), np.zeros(n), np.zeros(n),
+        np.zeros(n, np.int64), np.zeros(n), np.full(n_checks, np.nan), np.full(n, np.nan))
+
+
+@pytest.mark.parametrize("policy_name", ["EvalStop-2+SRTF-Est", "StopAt-0.5+FIFO",
+                                         "EvalStop-3+EvalSched", "Patience-2+LossAware"])
+def test_the_loop_paused_for_each_check_gives_the_same_run(policy_name: str) -> None:
+    """Under RULE_AGENT `advance` pauses at every monitored check; answering each pause with the
+    rule's own value (`_decide`) resumes to the very run `run` gives without pausing."""
+    from evalstop_gym.sim import native_kernel as kernel
+
+    config = platform("small-16gpu")
+    policy = parse_policy(policy_name)
+    spec = native.select(config, policy, "native")
+    jobs = generate_workload(config, 3)
+    packed = {k: v for k, v in native._pack(jobs, tuple(policy.milestones)).items()
+              if k != "chk_score"}
+    n, n_checks = len(jobs), len(packed["chk_prog"])
+    k_by_type = np.asarray(spec.monitored, np.int64)
+    platform_args = (config.cluster.gpus, float(config.cluster.preemption_overhead_min),
+                     spec.key, spec.preemptive)
+    tail = (k_by_type, spec.best_variant, float(spec.p), float(spec.threshold),
+            int(spec.window), float(config.cluster.time_slice_share))
+    whole, whole_speed = _outcome_arrays(n, n_checks), packed["speed"].copy()
+    status, events = kernel.run(*platform_args, spec.rule, *tail,
+                                **{**packed, "speed": whole_speed}, **whole._asdict())
+    assert status == kernel.OK
+    jobs_arrays = kernel.Jobs(**{**packed, "speed": packed["speed"].copy()})
+    out = _outcome_arrays(n, n_checks)
+    loop = kernel.new_loop(config.cluster.gpus, packed["arrival"], packed["gpus"], n_checks)
+    paused = kernel.Platform(*platform_args, kernel.RULE_AGENT, *tail)
+    pauses = 0
+    while (status := kernel.advance(paused, jobs_arrays, out, loop,
+                                    kernel.scratch(n))) != kernel.OK:
+        if status == kernel.ROOM:
+            loop = kernel.with_room(loop)
+            continue
+        assert status == kernel.DECISION
+        pauses += 1
+        j = loop.ist[kernel.S_PENDING]
+        J = jobs_arrays
+        progress = kernel._reported(j, out.work[j], J.paced, J.chk_ptr, out.next_check,
+                                    J.chk_prog, J.chk_work)
+        loop.fst[kernel.F_ANSWER] = kernel._decide(
+            j, spec.rule, k_by_type, spec.best_variant, float(spec.p), float(spec.threshold),
+            int(spec.window), J.jtype, progress, J.chk_ptr, J.chk_idx, J.chk_loss,
+            out.next_check, J.ev_ptr, J.ev_score, J.ev_prog)
+    assert pauses > 50 and loop.ist[kernel.S_POPPED] == events
+    assert np.any(out.state == kernel.STOPPED)
+    for name, expected in whole._asdict().items():
+        assert getattr(out, name).tobytes() == expected.tobytes(), name
+    assert jobs_arrays.speed.tobytes() == whole_speed.tobytes()   # time slicing alike

@@ -94,22 +94,54 @@ def _clipped(space: spaces.Dict, obs: Obs) -> Obs:
 def job_features(job: SchedulerJobView, now: float) -> np.ndarray:
     """The per-job vector named by JOB_FIELDS."""
     scores, hist = job.eval_scores, job.loss_history
-    best = max(scores) if scores else 0.0
-    loss_change = (hist[-1] - hist[-2]) / hist[-2] if len(hist) >= 2 and hist[-2] > 0 else 0.0
-    is_eval = bool(job.eval_progress) and job.eval_progress[-1] == job.progress
-    return np.array([
-        *(float(job.job_type == t) for t in JOB_TYPES), job.progress, float(is_eval),
-        float(len(scores)), scores[-1] if scores else 0.0, float(job.consecutive_declines),
-        (scores[-1] - best) if scores else 0.0, job.loss, loss_change,
-        job.duration_estimate / TIME_SCALE, job.gpus / GPU_SCALE,
-        (now - job.arrival_time) / TIME_SCALE, job.attained_minutes / TIME_SCALE,
-        float(job.n_preemptions)], dtype=np.float64)
+    out = np.empty(len(JOB_FIELDS), dtype=np.float64)
+    fill_job_row(out, JOB_TYPES.index(job.job_type) if job.job_type in JOB_TYPES else -1,
+                 job.progress, bool(job.eval_progress) and job.eval_progress[-1] == job.progress,
+                 len(scores), scores[-1] if scores else 0.0, max(scores) if scores else 0.0,
+                 job.consecutive_declines, job.loss, len(hist), hist[-2] if len(hist) >= 2
+                 else 0.0, hist[-1] if hist else 0.0, job.duration_estimate, job.gpus,
+                 now - job.arrival_time, job.attained_minutes, job.n_preemptions)
+    return out
+
+
+def fill_job_row(out: np.ndarray, type_code: int, progress: float, is_eval: bool, n_scores: int,
+                 last: float, best: float, declines: int, loss: float, n_hist: int,
+                 prev_loss: float, last_loss: float, duration_estimate: float, gpus: int,
+                 age: float, attained: float, n_preemptions: int) -> None:
+    """JOB_FIELDS into `out`, from the view's numbers: the one formula, which the compiled
+    batch core (`compiled_batch.py`) also runs on its arrays."""
+    for t in range(3):
+        out[t] = 1.0 if t == type_code else 0.0
+    out[3] = progress
+    out[4] = 1.0 if is_eval else 0.0
+    out[5] = float(n_scores)
+    out[6] = last if n_scores else 0.0
+    out[7] = float(declines)
+    out[8] = (last - best) if n_scores else 0.0
+    out[9] = loss
+    out[10] = (last_loss - prev_loss) / prev_loss if n_hist >= 2 and prev_loss > 0 else 0.0
+    out[11] = duration_estimate / TIME_SCALE
+    out[12] = gpus / GPU_SCALE
+    out[13] = age / TIME_SCALE
+    out[14] = attained / TIME_SCALE
+    out[15] = float(n_preemptions)
 
 
 def cluster_features(cluster: ClusterView) -> np.ndarray:
-    return np.array([cluster.free_gpus / cluster.total_gpus, cluster.n_waiting / QUEUE_SCALE,
-                     cluster.n_running / QUEUE_SCALE, cluster.now / TIME_SCALE,
-                     cluster.total_gpus / QUEUE_SCALE], dtype=np.float64)
+    out = np.empty(len(CLUSTER_FIELDS), dtype=np.float64)
+    fill_cluster_row(out, cluster.now, cluster.total_gpus, cluster.free_gpus, cluster.n_waiting,
+                     cluster.n_running)
+    return out
+
+
+def fill_cluster_row(out: np.ndarray, now: float, total_gpus: int, free_gpus: int,
+                     n_waiting: int, n_running: int) -> None:
+    """CLUSTER_FIELDS into `out` (shared with the compiled batch core, as `fill_job_row`)."""
+    out[0] = free_gpus / total_gpus
+    out[1] = n_waiting / QUEUE_SCALE
+    out[2] = n_running / QUEUE_SCALE
+    out[3] = now / TIME_SCALE
+    out[4] = total_gpus / QUEUE_SCALE
 
 
 def _zeros(space: spaces.Dict) -> Obs:

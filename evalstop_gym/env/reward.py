@@ -107,11 +107,20 @@ def committed_waste(job: Job) -> float:
     if job.next_check >= len(job.checks):
         return 0.0
     target, eval_index = job.checks[job.next_check]
-    past = max(0.0, job.check_work[job.next_check] - max(job.work, job.peak_work))
-    minutes = past * job.duration / job.speed       # as Cluster._charge counts them
-    if eval_index >= 0 and target > job.peak_progress:
-        minutes += job.eval_minutes / job.speed
-    return job.gpus * minutes
+    return segment_waste(target, eval_index, job.check_work[job.next_check], job.work,
+                         job.peak_work, job.peak_progress, job.duration, job.speed,
+                         job.eval_minutes, job.gpus)
+
+
+def segment_waste(target: float, eval_index: int, target_work: float, work: float,
+                  peak_work: float, peak_progress: float, duration: float, speed: float,
+                  eval_minutes: float, gpus: int) -> float:
+    """`committed_waste`'s arithmetic on plain numbers (the compiled batch core runs it too)."""
+    past = max(0.0, target_work - max(work, peak_work))
+    minutes = past * duration / speed       # as Cluster._charge counts them
+    if eval_index >= 0 and target > peak_progress:
+        minutes += eval_minutes / speed
+    return gpus * minutes
 
 
 def quality_lost(job: Job) -> float:
@@ -120,4 +129,9 @@ def quality_lost(job: Job) -> float:
         return 0.0
     best = job.best_checkpoint()
     kept = job.true_score_at(best[1]) if best is not None else 0.0
-    return float(np.max(job.eval_true)) - kept
+    return lost_quality(float(np.max(job.eval_true)), kept)
+
+
+def lost_quality(best_true: float, kept_true: float) -> float:
+    """What a stop gives up: the schedule's best true score minus the kept checkpoint's."""
+    return best_true - kept_true

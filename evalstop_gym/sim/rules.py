@@ -27,6 +27,8 @@ KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE = 3, 4, 5
 # Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha, Patience-k
 RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
 RULE_DECLINE_TEST, RULE_PATIENCE = 4, 5
+# Not a rule: the compiled engine pauses at each check of a monitored type for an agent's answer
+RULE_AGENT = 6
 Floats = Sequence[float] | np.ndarray   # a view's tuple, or a slice of the engine's arrays
 
 
