@@ -3,8 +3,6 @@ MaskablePPO training on it, composition with MaskedVecNormalize."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -23,8 +21,7 @@ from evalstop_gym.env.sb3 import (  # noqa: E402
 )
 
 SMALL = {"workload.n_jobs": 12}
-ENGINES = ["python", "auto"] + (
-    ["native"] if importlib.util.find_spec("evalstop_gym.env.compiled_batch") else [])
+ENGINES = ["python", "auto", "native"]
 
 
 def same_bits(a, b):

@@ -8,8 +8,6 @@ bit for bit.
 
 from __future__ import annotations
 
-import importlib.util
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from gymnasium.vector.utils import batch_space
 import evalstop_gym  # noqa: F401  (registers the env and its vector entry point)
 from evalstop_gym.env import EvalStopClusterEnv
 from evalstop_gym.env.batch_core import BatchCore, EpisodeSeeds, ReferenceBatch
+from evalstop_gym.env.compiled_batch import CompiledBatch
 from evalstop_gym.env.vector import EvalStopClusterVectorEnv, select_core
 
 ENV_ID = "EvalStopCluster-v0"
@@ -28,11 +27,7 @@ TWO_KINDS = [{"name": "fast", "count": 16, "speed": 1.5},
 CASES = [("e2", "SRTF-Est", SMALL), ("e2", "FIFO", SMALL), ("e3", "LossAware", SMALL),
          ("defaults", "EvalSched", {"workload.n_jobs": 10, "cluster.gpus": 8}),
          ("e2", "SJF-Est", {**SMALL, "cluster.gpus": 32, "cluster.kinds": TWO_KINDS})]
-CORES = [ReferenceBatch]
-if importlib.util.find_spec("evalstop_gym.env.compiled_batch") is not None:
-    from evalstop_gym.env.compiled_batch import CompiledBatch
-
-    CORES.append(CompiledBatch)
+CORES = [ReferenceBatch, CompiledBatch]
 
 
 def vector(n=3, **kwargs):
@@ -300,8 +295,10 @@ def test_engine_selection():
     assert select_core("python", cfg, "SRTF-Est") is ReferenceBatch
     het = cfg.with_overrides({"cluster.gpus": 32, "cluster.kinds": TWO_KINDS})
     assert select_core("auto", het, "SRTF-Est") is ReferenceBatch
-    auto = select_core("auto", cfg, "SRTF-Est")
-    assert auto is CORES[-1]   # the compiled core wherever its module exists
+    assert select_core("auto", cfg, "SRTF-Est") is CompiledBatch
+    assert select_core("native", cfg, "SRTF-Est") is CompiledBatch
+    with pytest.raises(ValueError, match="engine='native' cannot run this: heterogeneous"):
+        select_core("native", het, "SRTF-Est")
 
 
 def test_unseeded_draws_follow_the_single_envs_generator():

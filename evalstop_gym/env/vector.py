@@ -9,9 +9,8 @@ episodes as a single `EvalStopClusterEnv` with the same seed and actions, autore
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -28,12 +27,11 @@ from .batch_core import BatchCore, EpisodeSeeds, ReferenceBatch, check_num_envs,
 ENGINES = native.ENGINES   # "auto", "native", "python": as `simulate`'s engine argument
 
 
-def compiled_core() -> type[BatchCore] | None:
-    """The compiled batch core's class, or None while its module is absent from the build."""
-    name = f"{__package__}.compiled_batch"
-    if importlib.util.find_spec(name) is None:
-        return None   # MERGE CHECK: absent only before the kernel branch lands
-    return cast("type[BatchCore]", importlib.import_module(name).CompiledBatch)
+def compiled_core() -> type[BatchCore]:
+    """The compiled batch core's class, imported when first chosen (it imports numba)."""
+    from .compiled_batch import CompiledBatch
+
+    return CompiledBatch
 
 
 def select_core(engine: str, config: SimConfig, base_scheduler: str) -> type[BatchCore]:
@@ -50,10 +48,8 @@ def select_core(engine: str, config: SimConfig, base_scheduler: str) -> type[Bat
         why = f"base scheduler {base_scheduler!r} has no compiled form (protocols.CompiledKey)"
     elif not native.AVAILABLE:
         why = "numba is not installed"
-    elif (compiled := compiled_core()) is None:
-        why = "the compiled batch core (evalstop_gym.env.compiled_batch) is not in this build"
     else:
-        return compiled
+        return compiled_core()
     if engine == "native":
         raise ValueError(f"engine='native' cannot run this: {why}")
     return ReferenceBatch
