@@ -203,8 +203,13 @@ def scaling(quick: bool, timeout: float, engine: str = "auto") -> list[dict[str,
     return rows
 
 
+VECTOR_ENVS = 64   # the vector env's size in PERFORMANCE.md (the issue's target size)
+
 def env_steps(seconds: float = 2.0) -> dict[str, float | None]:
-    """Env steps/s with random actions, both control modes, beside CartPole-v1."""
+    """Env steps/s with random actions, both control modes and the compiled vector env of
+    `VECTOR_ENVS` clusters (stop mode), beside CartPole-v1."""
+    from .vector_throughput import vector_steps_per_second
+
     out: dict[str, float | None] = {}
     for key, make in (("stop", lambda: _make_env(control="stop")),
                       ("full", lambda: _make_env(control="full")),
@@ -213,7 +218,18 @@ def env_steps(seconds: float = 2.0) -> dict[str, float | None]:
             out[key] = _steps_per_s(make(), seconds)
         except Exception:  # noqa: BLE001 - the env may not be registered yet: report n/a
             out[key] = None
+    venv = _make_vector_env(VECTOR_ENVS)
+    venv.action_space.seed(0)
+    out["vector"] = vector_steps_per_second(venv, venv.action_space.sample, seconds)
     return out
+
+
+def _make_vector_env(num_envs: int) -> Any:
+    import gymnasium as gym
+
+    importlib.import_module("evalstop_gym.env")  # registers the env and its vector entry point
+    return gym.make_vec("EvalStopCluster-v0", num_envs=num_envs,
+                        vectorization_mode="vector_entry_point")
 
 
 def _make_env(env_id: str = "EvalStopCluster-v0", **kwargs: Any) -> Any:
@@ -387,10 +403,15 @@ def tables(res: dict[str, Any]) -> list[str]:
                   + (f" {r['error']}" if r.get("error") else "") for r in rows]
     env = res["env_steps_per_s"]
     lines += ["", "## Env steps/s (random actions)", "",
-              "The env drives the reference engine, one decision per step.", "",
-              "| stop | full | CartPole-v1 |", "|---:|---:|---:|",
+              "The single env drives the reference engine, one decision per step; the vector "
+              f"env steps {VECTOR_ENVS} stop-mode clusters in one compiled call (env steps per "
+              "second, autoresets included; `python -m evalstop_gym.benchmarks.perf."
+              "env_throughput` gives every size and PPO's wall time).", "",
+              f"| stop | full | stop, vector env N={VECTOR_ENVS} | CartPole-v1 |",
+              "|---:|---:|---:|---:|",
               f"| {_fmt(env['stop'], ',.0f')} | {_fmt(env['full'], ',.0f')} | "
-              f"{_fmt(env['cartpole'], ',.0f')} |", "", "## Philly trace replay", ""]
+              f"{_fmt(env.get('vector'), ',.0f')} | {_fmt(env['cartpole'], ',.0f')} |", "",
+              "## Philly trace replay", ""]
     for label, ph in (("compiled", res["philly"]), ("reference", res.get("philly_reference"))):
         lines.append(f"- {label}: " + (
             "n/a (trace replay not available)" if ph is None else
