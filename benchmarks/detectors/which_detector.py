@@ -8,11 +8,12 @@ Simulated: E2 (SRTF-Est base) at eval noise sigma 0.05 (Gaussian) and under AR(1
 recall, recall before completion, GPU-minutes saved per run, FPR over healthy RLHF jobs (and,
 under AR(1), over the healthy jobs of every type a detector monitors: DPO too); beside
 them the Bayes oracle's recall at the detector's own FPR (`oracle.py`, which knows the generative
-model; thresholded on one run's peak posteriors per seed) and each detector's share of it. Real: the corpus's healthy runs, replayed at each density (leave one
-out peers for the detectors that learn from runs; `benchmarks.corpus.scoring`), and the share a
-detector stops. The recommendation is the detector with the best mean Gaussian recall among those
-whose corpus false stops stay within `MAX_CORPUS_FALSE_STOPS` and whose AR(1) FPR stays within
-`MAX_AR1_FPR` at every density. `--beyond` replaces the section between BEYOND.md's markers.
+model; thresholded on one run's peak posteriors per seed) and each detector's share of it.
+Real: the corpus's healthy runs, replayed at each density (leave one out peers for the detectors
+that learn from runs; `benchmarks.corpus.scoring`), and the share a detector stops. The
+recommendation is the detector with the best mean Gaussian recall among those whose corpus false
+stops stay within `MAX_CORPUS_FALSE_STOPS` and whose AR(1) FPR stays within `MAX_AR1_FPR` at
+every density. `--beyond` replaces the section between BEYOND.md's markers.
 """
 
 from __future__ import annotations
