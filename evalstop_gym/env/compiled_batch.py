@@ -53,6 +53,8 @@ from ..sim.workload import JOB_TYPES, eval_points
 from ..simulate import resolve_config, score
 from ..workloads import generate_workload
 from .arguments import check_milestones, check_monitored
+from .batch_core import check_num_envs, check_stop
+from .cluster_env import AGENT_STOP
 from .observation import Limits, StopObservation, fill_cluster_row, fill_job_row
 from .reward import lost_quality, segment_waste
 
@@ -71,7 +73,7 @@ N_REWARD_FLOATS = 11
 
 
 def _agent_stop_reason(job_type: str, value: float) -> str:
-    return "stopped by agent"   # cluster_env.AGENT_STOP's reason
+    return AGENT_STOP.reason   # the single env's reason for an agent's stop
 
 
 class CompiledBatch:
@@ -80,9 +82,7 @@ class CompiledBatch:
     def __init__(self, num_envs: int, config: str | SimConfig = "e2",
                  base_scheduler: str = "SRTF-Est", monitored: Sequence[str] = ("rlhf", "dpo"),
                  milestones: Sequence[float] = (), **overrides: Any) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) \
-                or num_envs < 1:
-            raise ValueError(f"num_envs={num_envs!r}: expected a whole number >= 1")
+        num_envs = check_num_envs(num_envs)
         self.config = resolve_config(config, overrides)
         base = make_base(base_scheduler)
         self.monitored = check_monitored(monitored)
@@ -155,14 +155,8 @@ class CompiledBatch:
 
     def step(self, stop: np.ndarray) -> None:
         """Answer every live env's pending check (1: stop) and run it to its next decision."""
-        stop = np.asarray(stop)
-        if stop.shape != (self.num_envs,) or not (
-                np.issubdtype(stop.dtype, np.integer) or stop.dtype == np.bool_):
-            raise ValueError(f"stop: expected an int or bool array of shape ({self.num_envs},);"
-                             f" got {stop.dtype} {stop.shape}")
+        stop = check_stop(stop, self.num_envs)
         live = ~self.terminated
-        if not np.all((stop[live] == 0) | (stop[live] == 1)):
-            raise ValueError("stop: each live env's action must be 0 (continue) or 1 (stop)")
         self._loop.fst[:, F_ANSWER] = np.where(stop != 0, 1.0, np.nan)
         self.reward[self.terminated] = 0.0
         self._run(live, fresh=True)
