@@ -110,16 +110,10 @@ def score_runs(args: argparse.Namespace) -> pd.DataFrame:
         ns = run_args(args, algo, seed)
         torch.manual_seed(seed)
         model = train.train(ns)
-        env = gym.make(train.ENV_ID, **train.env_kwargs(ns))
-        actor = train.model_actor(model, env, masked=False)
-        rows = [train.episode(env, s, actor) for s in args.eval_seeds]
-        frames.append(pd.DataFrame(rows).assign(policy=f"{algo.upper()} (learned)",
-                                                train_seed=seed))
+        for name, rows in train.evaluate_model(ns, model).items():
+            frames.append(pd.DataFrame(rows).assign(policy=name, train_seed=seed))
     base = run_args(args, "ppo", args.first_seed)
-    for name, (act, milestones) in train.baseline_actors(base).items():
-        env = gym.make(train.ENV_ID, **train.env_kwargs(base), milestones=milestones)
-        start = getattr(getattr(act, "__self__", None), "reset", None)
-        rows = [train.episode(env, s, act, start) for s in args.eval_seeds]
+    for name, rows in train.evaluate_baselines(base).items():
         frames.append(pd.DataFrame(rows).assign(policy=name, train_seed=-1))
     return pd.concat(frames, ignore_index=True)
 

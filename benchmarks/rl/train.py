@@ -272,10 +272,20 @@ def baseline_actors(args: argparse.Namespace) -> dict[str, tuple[Any, tuple[floa
 
 
 def evaluate(args: argparse.Namespace, model: Any) -> dict[str, list[dict[str, float]]]:
-    results = {}
+    """The model's and the baselines' episodes on the evaluation seeds, by policy name."""
+    return {**evaluate_model(args, model), **evaluate_baselines(args)}
+
+
+def evaluate_model(args: argparse.Namespace, model: Any) -> dict[str, list[dict[str, float]]]:
+    """The trained model's episodes on the evaluation seeds, through the single env."""
     env = gym.make(ENV_ID, **env_kwargs(args))
     actor = model_actor(model, env, args.algo == "maskable_ppo")
-    results[f"{args.algo.upper()} (learned)"] = [episode(env, s, actor) for s in args.eval_seeds]
+    return {f"{args.algo.upper()} (learned)": [episode(env, s, actor) for s in args.eval_seeds]}
+
+
+def evaluate_baselines(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
+    """Each baseline detector's episodes on the evaluation seeds (its agent reset per episode)."""
+    results = {}
     for name, (act, milestones) in baseline_actors(args).items():
         env = gym.make(ENV_ID, **env_kwargs(args), milestones=milestones)
         start = getattr(getattr(act, "__self__", None), "reset", None)
