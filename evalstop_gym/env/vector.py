@@ -18,9 +18,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ..config import SimConfig
-from ..policies import make_base
+from ..policies import make_policy
 from ..sim import native
-from ..sim.protocols import capabilities
 from ..simulate import resolve_config
 from .batch_core import BatchCore, EpisodeSeeds, ReferenceBatch, check_num_envs, check_stop
 
@@ -39,20 +38,10 @@ def select_core(engine: str, config: SimConfig, base_scheduler: str) -> type[Bat
     cluster is homogeneous ("auto"; "native" insists), else the reference."""
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
-    base = make_base(base_scheduler)   # an unknown name fails here, before any work
-    if engine == "python":
-        return ReferenceBatch
-    if config.cluster.kinds:
-        why = "heterogeneous clusters (cluster.kinds) run on the reference core only"
-    elif capabilities(base).native is None:
-        why = f"base scheduler {base_scheduler!r} has no compiled form (protocols.CompiledKey)"
-    elif not native.AVAILABLE:
-        why = "numba is not installed"
-    else:
-        return compiled_core()
-    if engine == "native":
-        raise ValueError(f"engine='native' cannot run this: {why}")
-    return ReferenceBatch
+    policy = make_policy(base_scheduler)   # an unknown name fails here, before any work
+    # the engine choice `simulate` makes for the base alone (native.select: the same reasons,
+    # the same errors); the agent's stops are the compiled loop's RULE_AGENT
+    return ReferenceBatch if native.select(config, policy, engine) is None else compiled_core()
 
 
 class EvalStopClusterVectorEnv(VectorEnv):
