@@ -310,3 +310,74 @@ def test_max_steps_sets_progress_and_completion(tmp_path):
     assert run.max_steps == 100
     row = replay.replay([run], ["EvalStop-2"]).iloc[0]
     assert row["stopped"] and row["stop_progress"] == pytest.approx(row["stop_step"] / 100)
+
+
+CARD = """---
+license: apache-2.0
+---
+# tiny-bert-sst2
+
+### Training hyperparameters
+
+- learning_rate: 2e-05
+- num_epochs: 8
+
+### Training results
+
+| Training Loss | Epoch | Step | Validation Loss | Accuracy | F1     |
+|:-------------:|:-----:|:----:|:---------------:|:--------:|:------:|
+| No log        | 1.0   | 50   | 0.6012          | 0.7010   | 0.6900 |
+| 0.5213        | 2.0   | 100  | 0.5211          | 0.7640   | 0.7500 |
+| 0.3301        | 3.0   | 150  | 0.5544          | 0.7720   | 0.7600 |
+| 0.2100        | 4.0   | 200  | 0.6600          | 0.7610   | 0.7550 |
+
+
+### Framework versions
+"""
+
+
+def test_a_model_cards_training_results_table(tmp_path):
+    """A Trainer model card: columns named as trainer_state.json names them (so the task
+    metric, accuracy, is chosen before the loss), `No log` as no training loss yet, and
+    max_steps from num_epochs x steps per epoch."""
+    card = tmp_path / "tiny-bert-sst2" / "README.md"
+    card.parent.mkdir()
+    card.write_text(CARD)
+    assert detect(card) == "model_card"
+    (run,) = read_logs([card])
+    assert (run.run_id, run.metric, run.mode) == ("tiny-bert-sst2", "eval_accuracy", "max")
+    assert run.steps == (50, 100, 150, 200) and run.values[2] == 0.772
+    assert math.isnan(run.losses[0]) and run.losses[1] == 0.5213
+    assert run.max_steps == 400
+    (loss,) = read_logs([card], metric="eval_loss")
+    assert loss.mode == "min" and loss.values[0] == 0.6012
+
+
+def test_a_model_card_row_of_the_wrong_width_is_named(tmp_path):
+    card = tmp_path / "README.md"
+    card.write_text(CARD.replace("| 0.2100        | 4.0   |", "| 4.0   |"))
+    with pytest.raises(LogError, match=r"README.md: line \d+: 5 cells for 6 columns"):
+        read_logs([card])
+
+
+def test_a_keras_csvlogger_history(tmp_path):
+    """Keras' CSVLogger counts epochs from 0: epoch e is step e + 1; val_accuracy is chosen."""
+    path = tmp_path / "cnn" / "history.csv"
+    path.parent.mkdir()
+    path.write_text("epoch,accuracy,loss,val_accuracy,val_loss\n0,0.5,1.2,0.6,1.0\n"
+                    "1,0.7,0.8,0.66,0.9\n2,0.8,0.6,0.64,0.95\n")
+    assert detect(path) == "keras"
+    (run,) = read_logs([path])
+    assert (run.metric, run.mode, run.steps, run.values) == (
+        "val_accuracy", "max", (1, 2, 3), (0.6, 0.66, 0.64))
+    assert run.losses == (1.2, 0.8, 0.6)
+
+
+def test_a_metric_logged_once_is_no_curve(tmp_path):
+    """A Lightning log's final test_loss (one value) is not taken for the curve: val_loss is."""
+    path = tmp_path / "version_0" / "metrics.csv"
+    path.parent.mkdir()
+    path.write_text("epoch,step,test_loss,train_loss,val_loss\n0,9,,,0.5\n0,9,,0.7,\n"
+                    "1,19,,,0.4\n1,19,,0.5,\n2,29,,,0.45\n2,29,0.41,,\n")
+    (run,) = read_logs([path])
+    assert run.metric == "val_loss" and run.values == (0.5, 0.4, 0.45)

@@ -25,7 +25,7 @@ import bisect
 import contextlib
 import csv
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from .logs import (
     read_csv_runs,
     read_trainer_state,
 )
+from .model_card import card_max_steps, card_series, read_card_text
 
 logger = logging.getLogger(__name__)
 TFEVENTS = "events.out.tfevents"
@@ -51,7 +52,9 @@ FORMATS = ("replay CSV (job_id, step, eval_score[, loss, max_steps, completed])"
            "Lightning metrics.csv (step, metric columns)",
            f"TensorBoard ({TFEVENTS}.* or a folder of them)",
            "MLflow CSV (key, value, step, timestamp)",
-           "W&B CSV (Step, '<run> - <metric>')")
+           "W&B CSV (Step, '<run> - <metric>')",
+           "Keras CSVLogger history (epoch, metric columns)",
+           "a model card's Training results table (README.md written by transformers' Trainer)")
 Series = list[tuple[Any, Any, str]]        # (raw step, raw value, where) as logged
 
 
@@ -77,7 +80,8 @@ def read_path(path: Path, metric: str | None = None, mode: str | None = None) ->
     """The runs of one log, in whichever format `detect` finds."""
     reader = {"replay": read_csv_runs, "trainer_state": lambda *a: [read_trainer_state(*a)],
               "lightning": read_lightning_csv, "tensorboard": read_tensorboard,
-              "mlflow": read_mlflow_csv, "wandb": read_wandb_csv}[detect(path)]
+              "mlflow": read_mlflow_csv, "wandb": read_wandb_csv,
+              "model_card": read_model_card, "keras": read_keras_csv}[detect(path)]
     return reader(path, metric, mode)
 
 
@@ -94,6 +98,8 @@ def detect(path: Path) -> str:
         return "tensorboard"
     if path.suffix.lower() == ".json":
         return "trainer_state"
+    if path.suffix.lower() == ".md":
+        return "model_card"
     header = _header(path)
     if header is None:
         if path.suffix.lower() == ".csv":
@@ -108,9 +114,23 @@ def detect(path: Path) -> str:
         return "wandb"
     if "step" in columns and len(header) > 1:
         return "lightning"
+    if "epoch" in columns and len(header) > 1:
+        return "keras"
     if header[:1] and header[0].lstrip().startswith("{"):
         return "trainer_state"
     raise _unknown(path, f"columns {', '.join(header) or 'none'}")
+
+
+def read_model_card(path: Path, metric: str | None = None,
+                    mode: str | None = None) -> list[LoggedRun]:
+    """The run of a model card's Training results table (`model_card`), named by its folder."""
+    text = read_card_text(path)
+    where = str(path)
+    series = {path.parent.name or path.stem: card_series(text, where)}
+    max_steps = card_max_steps(text, where)
+    runs = runs_from_series(path, "model card", series, metric, mode)
+    return [r._replace(max_steps=max_steps) if max_steps and max_steps >= r.steps[-1] else r
+            for r in runs]
 
 
 def _unknown(path: Path, what: str) -> LogError:
@@ -131,22 +151,42 @@ def _header(path: Path) -> list[str] | None:
 def read_lightning_csv(path: Path, metric: str | None = None,
                        mode: str | None = None) -> list[LoggedRun]:
     """The run of a Lightning `metrics.csv` (or any CSV of `step` and metric columns)."""
-    header, rows = _csv_rows(path, ("step",), "step[, epoch], metric columns")
-    keys = [c for c in header if c not in ("step", "epoch")]
-    series: dict[str, Series] = {k: [] for k in keys}
-    with contextlib.closing(rows):
-        for line, row in rows:
-            if len(row) > len(header):
-                raise LogError(f"{path}: line {line}: {len(row)} values for {len(header)} "
-                               f"columns")
-            cells = dict(zip(header, row, strict=False))
-            for key in keys:
-                if cells.get(key, "").strip():
-                    series[key].append((cells["step"], cells[key], f"{path}: line {line}"))
+    series = _wide_series(path, "step", "step[, epoch], metric columns", ("step", "epoch"),
+                          lambda cell, where: cell)
     parent = path.parent
     run = f"{parent.parent.name}/{parent.name}" if parent.name.startswith("version_") \
         else parent.name or path.stem
     return runs_from_series(path, "Lightning metrics.csv", {run: series}, metric, mode)
+
+
+def _wide_series(path: Path, index: str, expected: str, skip: tuple[str, ...],
+                 step_of: Callable[[str, str], Any]) -> dict[str, Series]:
+    """Each metric column of a CSV of one row per logged step (`index` the step's column, read
+    by `step_of(cell, where)`); blank cells are metrics not logged in that row."""
+    header, rows = _csv_rows(path, (index,), expected)
+    keys = [c for c in header if c not in skip]
+    series: dict[str, Series] = {k: [] for k in keys}
+    with contextlib.closing(rows):
+        for line, row in rows:
+            where = f"{path}: line {line}"
+            if len(row) > len(header):
+                raise LogError(f"{where}: {len(row)} values for {len(header)} columns")
+            cells = dict(zip(header, row, strict=False))
+            step = step_of(cells[index], where)
+            for key in keys:
+                if cells.get(key, "").strip():
+                    series[key].append((step, cells[key], where))
+    return series
+
+
+def read_keras_csv(path: Path, metric: str | None = None,
+                   mode: str | None = None) -> list[LoggedRun]:
+    """The run of a Keras `CSVLogger` history (`epoch` and metric columns, one row per epoch):
+    epoch e (counted from 0) is step e + 1."""
+    series = _wide_series(path, "epoch", "epoch, metric columns", ("epoch",),
+                          lambda cell, where: _text_number(cell, where, "epoch") + 1)
+    return runs_from_series(path, "Keras CSVLogger history", {path.parent.name or path.stem:
+                                                              series}, metric, mode)
 
 
 def read_mlflow_csv(path: Path, metric: str | None = None,
@@ -249,10 +289,13 @@ def runs_from_series(path: Path, fmt: str, series: dict[str, dict[str, Series]],
     latest training loss at or before its step, a repeated step replaced by the later value.
     `in_step_order`: the file is in log order (steps must increase), else sorted by step."""
     keys = list(dict.fromkeys(k for by_key in series.values() for k in by_key))
+    curves = [k for k in keys if max(len(by_key.get(k, ())) for by_key in series.values()) > 1]
     if metric:
         key, chosen = metric.removeprefix("-"), "--metric"
     else:
-        key, why = pick_metric(keys)
+        # a metric logged once (a final test score) is no curve: chosen only if nothing else is
+        key, why = pick_metric(curves)
+        key, why = (key, why) if key else pick_metric(keys)
         chosen = f"{why}; choose one with --metric"
     if not key or not any(by_key.get(key) for by_key in series.values()):
         raise MissingMetric(f"{path}: {fmt} has no {key or 'eval metric'!r} values; its "
@@ -291,5 +334,5 @@ def runs_from_series(path: Path, fmt: str, series: dict[str, dict[str, Series]],
 
 
 __all__ = ["FORMATS", "detect", "read_lightning_csv", "read_logs_skipping",
-           "read_mlflow_csv", "read_path", "read_tensorboard", "read_wandb_csv",
-           "runs_from_series"]
+           "read_keras_csv", "read_mlflow_csv", "read_model_card", "read_path",
+           "read_tensorboard", "read_wandb_csv", "runs_from_series"]
