@@ -270,6 +270,7 @@ class RunMonitor:
             log.warning("%s does not monitor %s runs: it will never stop this one",
                         self.detector.name, job_type)
         self._warned: set[str] = set()      # kinds of skipped evals already warned about
+        self._ended = False                 # set by MonitorGroup.end_run: no more evals
         self._clear()
 
     def _clear(self) -> None:
@@ -311,6 +312,7 @@ class RunMonitor:
         A NaN or infinite loss is dropped (the eval is kept without it). Frameworks emit these
         in normal runs, so they are skipped rather than raised; each kind is logged once per
         monitor (at WARNING; repeats at DEBUG). Wrong types and negative steps still raise."""
+        self._check_open()
         x = _step(step)
         skip = ""
         if self.steps and x <= self.steps[-1]:
@@ -334,6 +336,12 @@ class RunMonitor:
         self.record(step, value, loss)
         return self.decision()
 
+    def _check_open(self) -> None:
+        if self._ended:
+            raise ValueError(f"update: run {self.run_id} was reported ended (MonitorGroup."
+                             f"end_run), so it takes no more evals; make a new monitor with "
+                             f"group.monitor()")
+
     def _skipped(self, kind: str, message: str) -> None:
         level = logging.DEBUG if kind in self._warned else logging.WARNING
         self._warned.add(kind)
@@ -341,6 +349,7 @@ class RunMonitor:
 
     def record(self, step: float, value: float, loss: float | None = None) -> None:
         """Record an eval without asking the detector (a finished peer's log, say)."""
+        self._check_open()
         step = _step(step)
         value = _finite(value, "value")
         if loss is not None:
@@ -397,6 +406,8 @@ class RunMonitor:
             return f"{det.name} needs the training loss; none was given"
         if "progress" in needs and self.max_steps is None:
             return f"{det.name} needs progress; max_steps is unknown"
+        if can.has_peers is not None and not can.has_peers(self.job_type):
+            return f"{det.name} judges a run against ended peer runs; too few have ended"
         return ""
 
     def final_view(self, completed: bool | None = None) -> SchedulerJobView:
@@ -463,10 +474,12 @@ class MonitorGroup:
 
     It pools only the runs made with `monitor()` and learns from a run only when told that it
     ended (`end_run`), in the order told: MedianPruner's peers and the pooled noise estimate of
-    CUSUM and BOCPD come from those runs and no others.
+    CUSUM and BOCPD come from those runs and no others. The default is `DEFAULT_DETECTOR`, as
+    RunMonitor's (it judges each run alone, so a group changes nothing for it); name a cross-run
+    detector ("MedianPruner", "CUSUM") to pool. A run reported ended takes no more evals.
     """
 
-    def __init__(self, detector: str | Detector = "MedianPruner", mode: str = "max",
+    def __init__(self, detector: str | Detector = DEFAULT_DETECTOR, mode: str = "max",
                  job_type: str = "rlhf") -> None:
         _check_options(mode, None, job_type)
         self.detector = resolve_detector(detector)
@@ -493,5 +506,6 @@ class MonitorGroup:
         if monitor.run_id in self._ended:
             raise ValueError(f"end_run: run {monitor.run_id} was already reported as ended")
         self._ended.add(monitor.run_id)
+        monitor._ended = True
         if monitor.steps:
             self.detector.on_job_end(monitor.final_view(completed))
