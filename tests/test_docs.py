@@ -118,6 +118,9 @@ def test_snippets_run(snippet, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     if snippet.stem == "custom_detector":
         assert "stopped at step 4" in done.stdout
+    if snippet.stem == "run_monitor":          # a newcomer's first run shows a decision
+        assert "stop at step" in done.stdout, done.stdout
+        assert "keep the checkpoint of step" in done.stdout
 
 
 @pytest.fixture(scope="module")
