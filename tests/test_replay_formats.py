@@ -63,7 +63,7 @@ def test_a_trl_dpo_state_replays_its_reward_accuracy_not_its_first_key(tmp_path,
     out = capsys.readouterr().out
     assert "eval_rewards/accuracies, higher is better" in out
     assert "note: metric chosen by the first known task metric (accuracy; priority: accuracy, " \
-           "F1, WER, CER, ROUGE, BLEU, reward, then the eval loss)" in out
+           "F1, WER, CER, ROUGE, BLEU, mAP, reward, then the eval loss)" in out
     assert "eval_logits/chosen" not in out
 
 
@@ -145,7 +145,7 @@ def test_lightning_csvlogger_metrics_csv(tmp_path):
     assert run.steps == tuple(e * 10 + 9 for e in range(len(ACC))) and run.values == tuple(ACC)
     assert run.losses[0] == pytest.approx(1 / 6)            # the latest at or before step 9
     row = replay.replay([run], ["EvalStop-2"]).iloc[0]
-    assert row["stopped"] and row["kept_step"] == 39 and row["kept_score"] == 0.71
+    assert row["stopped"] and row["kept_step"] == 40 and row["kept_value"] == 0.71
     [by_loss] = read_logs([path], metric="val_loss")
     assert by_loss.mode == "min"
 
@@ -208,7 +208,7 @@ def test_tensorboard_event_files_from_summarywriter(tmp_path):
     [event_file] = (tmp_path / "runs" / "healthy").glob("events.out.tfevents.*")
     [single] = read_logs([event_file], metric="eval/loss")
     assert (single.run_id, single.mode) == ("healthy", "min")
-    table = replay.replay(list(runs.values()), ["EvalStop-2"]).set_index("run")
+    table = replay.replay(list(runs.values()), ["EvalStop-2"]).set_index("run_id")
     assert table.loc["hacked", "stopped"] and not table.loc["healthy", "stopped"]
 
 
@@ -381,3 +381,13 @@ def test_a_metric_logged_once_is_no_curve(tmp_path):
                     "1,19,,,0.4\n1,19,,0.5,\n2,29,,,0.45\n2,29,0.41,,\n")
     (run,) = read_logs([path])
     assert run.metric == "val_loss" and run.values == (0.5, 0.4, 0.45)
+
+
+def test_an_ultralytics_results_csv_replays_its_map(tmp_path):
+    """YOLO's results.csv (epoch, train/val losses, metrics/...): mAP is its task metric."""
+    path = tmp_path / "train" / "results.csv"
+    path.parent.mkdir()
+    path.write_text("epoch,train/box_loss,metrics/precision(B),metrics/mAP50(B),val/box_loss\n"
+                    "1,1.9,0.3,0.21,1.8\n2,1.5,0.4,0.35,1.6\n3,1.3,0.5,0.33,1.7\n")
+    (run,) = read_logs([path])
+    assert (run.metric, run.mode, run.values) == ("metrics/mAP50(B)", "max", (0.21, 0.35, 0.33))

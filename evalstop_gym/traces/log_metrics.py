@@ -4,8 +4,8 @@ Every log format shares these rules, so a metric is chosen and oriented alike wh
 from a trainer_state.json, a Lightning metrics.csv, TensorBoard, MLflow or W&B.
 
 Default metric (after `--metric` and the log's `metric_for_best_model`): the first eval metric
-of the highest tier of `KNOWN_METRICS` (accuracy, F1, WER, CER, ROUGE, BLEU, reward), else the
-eval loss, else the first eval metric that is not bookkeeping. A TRL DPO log's first eval key,
+of the highest tier of `KNOWN_METRICS` (accuracy, F1, WER, CER, ROUGE, BLEU, mAP, reward), else
+the eval loss, else the first eval metric that is not bookkeeping. A TRL DPO log's first eval key,
 `eval_logits/chosen`, says nothing of quality; its `eval_rewards/accuracies` does.
 """
 
@@ -26,14 +26,16 @@ KNOWN_METRICS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("CER", r"cers?", frozenset()),
     ("ROUGE", r"rouge\w*", frozenset()),
     ("BLEU", r"(sacre)?bleu", frozenset()),
+    ("mAP", r"map\d*", frozenset()),     # Ultralytics' metrics/mAP50(B), COCO's map
     # a DPO log's rewards/chosen and /rejected each say nothing alone; their margin does
     ("reward", r"rewards?", frozenset({"chosen", "rejected", "std"})),
 )
-PRIORITY = "accuracy, F1, WER, CER, ROUGE, BLEU, reward, then the eval loss"
+PRIORITY = "accuracy, F1, WER, CER, ROUGE, BLEU, mAP, reward, then the eval loss"
 BOOKKEEPING_TOKENS = {"runtime", "samples", "per", "second", "epoch", "step", "steps", "lr",
                       "learning", "timestamp", "time", "compilation", "preparation", "hp",
                       "grad", "norm"}
-EVAL_TOKENS = {"eval", "val", "valid", "validation", "test", "dev"}
+EVAL_TOKENS = {"eval", "val", "valid", "validation", "test", "dev",
+               "metrics"}    # Ultralytics' results.csv: metrics/mAP50(B) are validation metrics
 TRAIN_TOKENS = {"train", "training"}
 TRAIN_LOSS_KEYS = ("loss", "train_loss", "train_loss_step", "train/loss", "training_loss",
                    "train_loss_epoch", "loss/train")

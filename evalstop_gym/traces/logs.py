@@ -5,7 +5,7 @@ Lightning metrics.csv, TensorBoard event files, MLflow and W&B CSV exports):
 - Hugging Face `trainer_state.json`: `log_history` entries with a `step` and `eval_*` keys. The
   metric is `metric=` (a leading "-" means lower is better), else the log's
   `metric_for_best_model`, else the first known task metric by `log_metrics.PRIORITY`
-  (accuracy, F1, WER, CER, ROUGE, BLEU, reward), else `eval_loss`, else the first other
+  (accuracy, F1, WER, CER, ROUGE, BLEU, mAP, reward), else `eval_loss`, else the first other
   `eval_*` key; why is in the run's notes. Training-loss entries (`loss`) give each eval the
   latest loss logged at or before its step. `max_steps` is read from the log. A second eval
   logged at the same step (a final `trainer.evaluate()`) replaces the first, with a note (the HF
