@@ -24,6 +24,7 @@ _LAZY = {
     "list_experiments": ("evalstop_gym.experiment", "list_experiments"),
     "EvalStopClusterEnv": ("evalstop_gym.env.cluster_env", "EvalStopClusterEnv"),
     "HeuristicAgent": ("evalstop_gym.env.agents", "HeuristicAgent"),
+    "replay": ("evalstop_gym.benchmarks.detectors.replay", "replay_logs"),
 }
 
 __all__ = [

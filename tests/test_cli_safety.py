@@ -63,7 +63,7 @@ def test_replay_refuses_a_hard_link_to_the_log(log_csv, tmp_path, capsys):
 def test_replay_writes_a_separate_csv(log_csv, tmp_path, capsys):
     out = tmp_path / "table.csv"
     assert cli.main(["replay", str(log_csv), "--csv", str(out)]) == 0
-    assert out.read_text().startswith("run,") and log_csv.read_text() == LOG
+    assert out.read_text().startswith("run_id,") and log_csv.read_text() == LOG
 
 
 # --- every output path checked at the entry --------------------------------------------------
@@ -297,9 +297,9 @@ def test_a_crashed_run_is_replayed_but_never_a_peer(tmp_path, capsys):
 
     peer = replay.replay(read_logs([crash_log(tmp_path, "yes")]), ["MedianPruner-50-1"])
     crash = replay.replay(read_logs([crash_log(tmp_path, "no")]), ["MedianPruner-50-1"])
-    assert peer.set_index("run").loc["poor", "stopped"]          # judged against the peer
-    assert not crash.set_index("run").loc["poor", "stopped"]     # no finished peer left
-    assert crash["run"].tolist() == ["poor", "crash"]            # the crash is still replayed
+    assert peer.set_index("run_id").loc["poor", "stopped"]          # judged against the peer
+    assert not crash.set_index("run_id").loc["poor", "stopped"]     # no finished peer left
+    assert crash["run_id"].tolist() == ["poor", "crash"]            # the crash is still replayed
     assert cli.main(["replay", str(crash_log(tmp_path, "no")), "--detectors",
                      "MedianPruner-50-1"]) == 0
     assert "crash: eval_score" in (out := capsys.readouterr().out)

@@ -66,7 +66,7 @@ def test_u_shaped_eval_loss_keeps_the_lowest_checkpoint_and_uses_max_steps(tmp_p
     assert (run.mode, run.mode_from, run.max_steps) == ("min", "the metric's name", 400)
     row = replay.replay([run], ["EvalStop-2"]).iloc[0]
     assert row["stopped"] and row["stop_step"] == 60
-    assert row["kept_step"] == 40 and row["kept_score"] == 0.5 and row["best_score"] == 0.5
+    assert row["kept_step"] == 40 and row["kept_value"] == 0.5 and row["best_value"] == 0.5
     assert row["stop_progress"] == pytest.approx(60 / 400)
 
 
@@ -88,7 +88,7 @@ def test_direction_from_the_log_or_the_name(tmp_path, key, metric, extra, mode, 
 def test_eval_wer_log_keeps_the_lowest_wer(tmp_path):
     path = write_state(tmp_path, eval_history("eval_wer", [0.5, 0.4, 0.3, 0.35, 0.45]))
     row = replay.replay(read_logs([path]), ["EvalStop-2"]).iloc[0]
-    assert row["stopped"] and row["kept_step"] == 30 and row["kept_score"] == 0.3
+    assert row["stopped"] and row["kept_step"] == 30 and row["kept_value"] == 0.3
 
 
 def test_minus_metric_and_mode_flag(tmp_path, capsys):
@@ -160,8 +160,8 @@ def test_cross_run_groups_are_per_metric_and_ignore_file_order(tmp_path, capsys)
         folder.mkdir()
         paths.append(write_state(folder, eval_history(key, values), max_steps=40))
     runs = read_logs(paths)
-    table = replay.replay(runs, ["MedianPruner-50-2"]).set_index("run")
-    backwards = replay.replay(runs[::-1], ["MedianPruner-50-2"]).set_index("run")
+    table = replay.replay(runs, ["MedianPruner-50-2"]).set_index("run_id")
+    backwards = replay.replay(runs[::-1], ["MedianPruner-50-2"]).set_index("run_id")
     assert table.loc["run2", "stopped"] and not table.loc["run0", "stopped"]
     assert not table.loc["run3", "stopped"]           # no eval_wer peers: nothing to learn from
     assert table.sort_index().equals(backwards.sort_index())
@@ -256,18 +256,18 @@ def test_choose_metric():
 def test_replay_table_stops_the_hacking_run_and_keeps_its_best():
     table = replay.replay(read_logs([CSV]), ["EvalStop-2", "Patience-2"])
     assert len(table) == 4
-    healthy = table[table["run"] == "healthy-a"]
-    hacking = table[table["run"] == "hacking-b"]
+    healthy = table[table["run_id"] == "healthy-a"]
+    hacking = table[table["run_id"] == "hacking-b"]
     assert not healthy["stopped"].any()
     assert hacking["stopped"].all()
-    assert (hacking["kept_step"] == 600).all() and (hacking["kept_score"] == 0.63).all()
+    assert (hacking["kept_step"] == 600).all() and (hacking["kept_value"] == 0.63).all()
     assert (hacking["stop_step"] == 900).all()
 
 
 def test_replay_cli_prints_a_table_and_reports_bad_input(capsys, tmp_path):
     assert cli(str(CSV), str(STATE)) == 0
     out = capsys.readouterr().out
-    assert "| run | metric | mode | detector |" in out and "trainer_state_sample" in out
+    assert "| run_id | metric | mode | detector |" in out and "trainer_state_sample" in out
     bad = write_csv(tmp_path, "a,10,nan,1\n")
     assert cli(str(bad)) == 2
     assert "line 2" in capsys.readouterr().err
@@ -277,7 +277,7 @@ def test_replay_cli_prints_a_table_and_reports_bad_input(capsys, tmp_path):
     assert cli(str(CSV), "--csv", str(tmp_path / "missing" / "t.csv")) == 2
     assert "does not exist" in capsys.readouterr().err
     assert cli(str(CSV), "--csv", str(tmp_path / "t.csv")) == 0
-    assert (tmp_path / "t.csv").read_text().startswith("run,metric,mode,detector")
+    assert (tmp_path / "t.csv").read_text().startswith("run_id,source,metric,mode,n_evals,detector")
     assert not list(tmp_path.glob(".tmp-*"))
 
 
