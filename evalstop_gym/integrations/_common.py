@@ -46,3 +46,12 @@ def patience_detector(detector: Any, patience: int | None, min_delta: float,
         raise ValueError(f"detector={short_repr(detector)}: patience/min_delta select the "
                          f"Patience detector; pass either them or detector, not both")
     return Patience(default_patience if patience is None else patience, min_delta)
+
+
+def evidence(decision: Any, prefix: str = "evalstop/") -> dict[str, float]:
+    """A decision as metrics for a training library's loggers (TensorBoard, W&B, CSV): whether
+    the detector said stop (1/0), the checkpoint to keep and its value (metric units), and the
+    number of evals judged."""
+    return {f"{prefix}stop": float(decision.stop), f"{prefix}best_step": float(decision.best_step),
+            f"{prefix}best_value": float(decision.best_value),
+            f"{prefix}n_evals": float(decision.n_evals)}

@@ -24,12 +24,25 @@ judged), and each `train()` starts from a fresh monitor: nothing carries over fr
 `early_stopping_patience_counter` counts the evals since the metric last improved by more than
 the threshold. At train begin it warns, as HF does, when the checkpoint it names is not kept:
 `save_strategy="no"` (never saved) or no `load_best_model_at_end` (saved, not loaded). Messages
-go through transformers' logger (`transformers.logging` sets their level): the stop at INFO, and
-with `verbose=True` each eval's judgement too.
+go through transformers' logger (`transformers.logging` sets their level): the stop at WARNING,
+so it shows at the default verbosity, and with `verbose=True` each eval's judgement at INFO.
+
+The decision's evidence joins the eval's own log entry as metrics (`evalstop/stop`,
+`evalstop/best_step`, `evalstop/best_value`, `evalstop/n_evals`): the callback judges the eval
+in `on_log`, which Trainer calls with the eval metrics just before `on_evaluate`, so the entry
+in `state.log_history` (trainer_state.json), the progress output and every callback listed after
+this one (`callbacks=[EvalStopCallback(), TensorBoardCallback()]` with `report_to="none"`, for
+TensorBoard or W&B: Trainer puts the `report_to` ones first) carry them.
+
+`TrainingArguments(restore_callback_states_from_checkpoint=True)` makes Trainer replace each
+stateful callback with a copy built from the checkpoint; the copy hands every event to the
+callback you passed (the one given to the Trainer that holds the same model), so your object
+sees the resumed run (its `best_step`, `decision`) as it would an uninterrupted one.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 try:
@@ -51,9 +64,12 @@ from ..online import (
 from ..policies.patience import evals_without_improvement
 from ..sim.protocols import Detector
 from ..traces.logs import history_evals, mode_for
-from ._common import check_count, check_flag, check_real, patience_detector
+from ._common import check_count, check_flag, check_real, evidence, patience_detector
 
 log = hf_logging.get_logger("transformers.evalstop")   # under transformers' verbosity
+# model -> the callbacks given to Trainers of it, in order (on_init_end): where a copy Trainer
+# restores from a checkpoint finds the callback it replaced
+ATTACHED: weakref.WeakKeyDictionary[Any, list[EvalStopCallback]] = weakref.WeakKeyDictionary()
 
 
 class EvalStopCallback(TrainerCallback, ExportableState):
@@ -85,6 +101,9 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self.decision: MonitorDecision | None = None
         self._key = ""
         self._loss: float | None = None
+        self._judged: dict[str, Any] | None = None   # the eval logs on_log judged
+        self.restored_from_checkpoint = False           # set by Trainer on a copy it restores
+        self._original: EvalStopCallback | None = None  # the callback such a copy stands for
 
     @property
     def best_step(self) -> float | None:
@@ -95,9 +114,31 @@ class EvalStopCallback(TrainerCallback, ExportableState):
     def best_metric(self) -> float | None:
         return None if self.decision is None else self.decision.best_value
 
+    def on_init_end(self, args, state, control, model: Any = None, **kwargs: Any) -> None:
+        if model is not None and not self.restored_from_checkpoint:
+            attached = ATTACHED.setdefault(model, [])
+            if all(cb is not self for cb in attached):
+                attached.append(self)
+
+    def _stand_in_for(self, model: Any) -> None:
+        """A copy Trainer restored: find the callback it replaced (the latest given to a Trainer
+        of this model, with the same arguments) and hand it every event from now on."""
+        self._original = next((cb for cb in reversed(ATTACHED.get(model, [])) if model is not None
+                               and not cb.restored_from_checkpoint and cb._args == self._args),
+                              None)
+        if self._original is None:
+            log.warning("EvalStopCallback: Trainer replaced the callback given to it with a copy "
+                        "restored from the checkpoint (restore_callback_states_from_checkpoint="
+                        "True), and the original was not found; read the decisions from "
+                        "trainer.callback_handler.callbacks")
+
     def on_train_begin(self, args, state, control, **kwargs: Any) -> None:
         """A fresh monitor per `train()` (rebuilt from the log on resume): nothing carries over
         from an earlier `train()` with this callback."""
+        if self.restored_from_checkpoint:
+            self._stand_in_for(kwargs.get("model"))
+        if self._original is not None:
+            return self._original.on_train_begin(args, state, control, **kwargs)
         if getattr(args, "eval_strategy", None) == "no":      # IntervalStrategy.NO, a str
             raise ValueError("EvalStopCallback: TrainingArguments(eval_strategy='no') never "
                              "evaluates, so no detector could act; set eval_strategy='steps' or "
@@ -107,7 +148,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             raise ValueError("EvalStopCallback: no metric; pass metric='eval_accuracy' or set "
                              "TrainingArguments(metric_for_best_model=...)")
         self._warn_unkept(args, state)
-        self.decision, self._loss = None, None
+        self.decision, self._loss, self._judged = None, None, None
         self.early_stopping_patience_counter = 0
         self._key = key if key.startswith("eval_") else f"eval_{key}"
         flag = args.greater_is_better if self.metric is None else None
@@ -144,23 +185,47 @@ class EvalStopCallback(TrainerCallback, ExportableState):
 
     def on_log(self, args, state, control, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
+        """A training loss is kept for the next eval; an eval's metrics (Trainer logs them just
+        before `on_evaluate`) are judged here, and the evidence added to that log entry."""
+        if self._original is not None:
+            return self._original.on_log(args, state, control, logs, **kwargs)
         if logs and "loss" in logs:
             self._loss = float(logs["loss"])
+        if logs and self._key and self._key in logs and self.monitor is not None:
+            self._judge(state, control, logs)
+            found = self.decision is not None and self.decision.step == state.global_step
+            if found:
+                extra = evidence(self.decision)
+                logs.update(extra)
+                entry = state.log_history[-1] if state.log_history else {}
+                if entry.get("step") == state.global_step and self._key in entry:
+                    entry.update(extra)          # the same entry, in trainer_state.json
+            self._judged = logs
 
     def on_evaluate(self, args, state, control, metrics: dict[str, Any] | None = None,
                     **kwargs: Any) -> None:
+        if self._original is not None:
+            return self._original.on_evaluate(args, state, control, metrics, **kwargs)
         metrics = metrics or {}
         if self._key not in metrics:
             log.warning("EvalStopCallback: %s is not among the eval metrics (%s); no decision",
                         self._key, ", ".join(sorted(metrics)))
             return
+        if metrics is not self._judged:          # not logged first (evaluate called directly)
+            self._judge(state, control, metrics)
+        self._judged = None
+
+    def _judge(self, state, control, metrics: dict[str, Any]) -> None:
         decision = self._observe(state.global_step, metric_value(metrics, self._key,
                                                                  state.global_step))
+        monitor = self.monitor
+        assert monitor is not None
         if decision is not None and decision.stop:
+            if monitor.stop_index == len(monitor.steps) - 1 and decision.step == state.global_step:
+                log.warning("EvalStopCallback: stop at step %s (%s); best %s = %.6g at step %s",
+                            decision.step, decision.reason, self._key, decision.best_value,
+                            decision.best_step)
             control.should_training_stop = True
-            log.info("EvalStopCallback: stop at step %s (%s); best %s = %.6g at step %s",
-                     decision.step, decision.reason, self._key, decision.best_value,
-                     decision.best_step)
         elif decision is not None and self.verbose:
             log.info("EvalStopCallback: continue at step %s; best %s = %.6g at step %s",
                      state.global_step, self._key, decision.best_value, decision.best_step)
@@ -177,11 +242,14 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         return self.decision
 
     def state(self) -> dict[str, Any]:
-        """What `Trainer` saves in trainer_state.json (the decisions rebuild from log_history)."""
+        """What `Trainer` saves in trainer_state.json (the decisions rebuild from log_history;
+        a copy Trainer restores from it marks itself, to stand in for the original)."""
+        if self._original is not None:
+            return self._original.state()
         mode = self.monitor.mode if self.monitor is not None else self.mode
         return {"args": {**self._args, "metric": self.metric or self._key or None,
                          "mode": mode, "job_type": self.job_type, "verbose": self.verbose},
-                "attributes": {}}
+                "attributes": {"restored_from_checkpoint": True}}
 
 
 def metric_value(metrics: dict[str, Any], key: str, step: int) -> float:
