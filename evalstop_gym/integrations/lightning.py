@@ -8,8 +8,11 @@ the `Patience-<patience>-<min_delta>` detector, the rule `EarlyStopping` runs; o
 detector is `detector` (the default detector unless named). `stopping_threshold` and
 `divergence_threshold` stop at once, before the detector is asked; `check_finite` stops on a NaN
 or infinite value (else it is skipped); `strict` raises on a missing metric (else warns);
-`check_on_train_epoch_end` chooses the hook (None: Lightning's rule); `verbose` logs improvements
-and the stop through Lightning's logger, on rank 0 only with `log_rank_zero_only`. After a stop,
+`check_on_train_epoch_end` chooses the hook (None: Lightning's rule). The stop is logged at
+WARNING through Lightning's logger, and `verbose` adds each improvement at INFO (on rank 0 only
+with `log_rank_zero_only`). Each judged validation's evidence goes to the trainer's loggers
+(TensorBoard, W&B, CSV) and `trainer.callback_metrics` as `evalstop/stop`, `evalstop/best_step`,
+`evalstop/best_value` and `evalstop/n_evals`. After a stop,
 `stopped_epoch`, `wait_count` (evals since the best improved by more than `min_delta`),
 `best_score` (a tensor, as Lightning's), `stopping_reason` (Lightning's `EarlyStoppingReason`; a
 detector's stop is `PATIENCE_EXHAUSTED`: the metric stopped improving) and
@@ -50,7 +53,7 @@ from ..online import (
 )
 from ..policies.patience import evals_without_improvement
 from ..sim.protocols import Detector
-from ._common import check_count, check_flag, check_real, patience_detector
+from ._common import check_count, check_flag, check_real, evidence, patience_detector
 
 log = logging.getLogger("lightning.pytorch.callbacks.evalstop")   # Lightning's handler and level
 
@@ -174,17 +177,35 @@ class EvalStopCallback(Callback):
             self._run_check(trainer)
 
     def _run_check(self, trainer) -> None:
+        before = self.decision
         stop, message = self._check(trainer)
         stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
         trainer.should_stop = trainer.should_stop or stop
-        if stop and self.stopped_step is None:
+        first = stop and self.stopped_step is None
+        if first:
             self.stopped_step, self.stopped_epoch = trainer.global_step, trainer.current_epoch
             if self.stopping_reason_message is None:     # another rank's stop
                 self.stopping_reason_message = "Another rank signalled the Trainer to stop."
-        if message and self.verbose:
-            rank = trainer.global_rank if trainer.world_size > 1 else None
-            if rank is None or not self.log_rank_zero_only or rank == 0:
-                log.info(rank_prefixed_message(message, rank))
+        if self.decision is not None and self.decision is not before:
+            self._log_evidence(trainer)
+        rank = trainer.global_rank if trainer.world_size > 1 else None
+        if rank is not None and self.log_rank_zero_only and rank != 0:
+            return
+        if first:                                    # shown whatever `verbose` says
+            text = message or self.stopping_reason_message
+            log.warning(rank_prefixed_message(f"EvalStopCallback: {text}", rank))
+        elif message and self.verbose:
+            log.info(rank_prefixed_message(message, rank))
+
+    def _log_evidence(self, trainer) -> None:
+        """The decision as `evalstop/*` metrics: into `trainer.callback_metrics` and to every
+        logger at `trainer.global_step` (Lightning refuses `self.log` in `on_validation_end`,
+        where this callback decides as `EarlyStopping` does)."""
+        assert self.decision is not None
+        metrics = evidence(self.decision)
+        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in metrics.items()})
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=trainer.global_step)
 
     def _stop(self, reason: EarlyStoppingReason, message: str) -> tuple[bool, str]:
         self.stopping_reason = reason
