@@ -145,7 +145,7 @@ def test_optuna_arguments_are_checked_at_construction(kwargs, message):
         EvalStopPruner(**kwargs)
 
 
-def test_verbose_logs_the_prune_through_optunas_logger(caplog):
+def test_the_prune_is_a_warning_and_verbose_logs_each_judgement(caplog):
     study = optuna.create_study(direction="maximize",
                                 pruner=EvalStopPruner("EvalStop-2", max_steps=20, verbose=True))
     study.enqueue_trial({"x": 0.1})
@@ -157,4 +157,10 @@ def test_verbose_logs_the_prune_through_optunas_logger(caplog):
         optuna.logging.disable_propagation()
     lines = [r for r in caplog.records if "EvalStopPruner: prune trial 0 at step 10" in
              r.getMessage()]
-    assert lines and lines[0].name.startswith("optuna.") and lines[0].levelname == "INFO"
+    assert lines and lines[0].name.startswith("optuna.") and lines[0].levelname == "WARNING"
+    assert len({(r.created, r.getMessage()) for r in lines}) == 1     # once per pruned trial
+    going = [r for r in caplog.records if "EvalStopPruner: trial 0 continues" in r.getMessage()]
+    assert going and {r.levelname for r in going} == {"INFO"}
+    trial = study.trials[0]
+    assert trial.state == optuna.trial.TrialState.PRUNED
+    assert trial.user_attrs["evalstop_stop_step"] == 10      # the evidence, with the trial

@@ -21,8 +21,9 @@ completed ones (completed trials as completed runs, pruned ones as stopped runs)
 pruned its best step and value, and the step of the stop, go to its `user_attrs`
 (`evalstop_best_step`, `evalstop_best_value`, `evalstop_stop_step`): Optuna records a pruned
 trial's last value, the pruner knows the checkpoint worth keeping. Non-finite values and steps
-past `max_steps` are skipped with one warning. `verbose=True` logs each prune at INFO through
-`optuna.logging` (else DEBUG). It composes like any pruner, e.g.
+past `max_steps` are skipped with one warning. Each prune is logged once at WARNING through
+`optuna.logging` (shown at Optuna's default verbosity); `verbose=True` adds each judgement that
+lets a trial continue, at INFO. It composes like any pruner, e.g.
 `optuna.pruners.PatientPruner(EvalStopPruner(...), patience=2)`.
 """
 
@@ -107,6 +108,11 @@ class EvalStopPruner(BasePruner):
         cache = self._cache_for(study)
         monitor = self._replay(cache, trial.number, trial.intermediate_values, decide=True)
         if not monitor.stopped:
+            if self.verbose and monitor.steps:
+                decision = monitor.decision()
+                log.info("EvalStopPruner: trial %d continues at step %s; best value %.6g at "
+                         "step %s", trial.number, trial.last_step, decision.best_value,
+                         decision.best_step)
             return False
         self._record(study, trial, monitor)
         return True
@@ -164,10 +170,11 @@ class EvalStopPruner(BasePruner):
         decision = monitor.decision()
         stop_step = monitor.steps[monitor.stop_index] if monitor.stop_index is not None else None
         values: tuple[Any, ...] = (decision.best_step, decision.best_value, stop_step)
+        first = trial.user_attrs.get(USER_ATTRS[2]) is None    # asked again after a prune
         for key, value in zip(USER_ATTRS, values, strict=True):
             if trial.user_attrs.get(key) != value:
                 study._storage.set_trial_user_attr(trial._trial_id, key, value)
-        log.log(logging.INFO if self.verbose else logging.DEBUG,
+        log.log(logging.WARNING if first else logging.DEBUG,
                 "EvalStopPruner: prune trial %d at step %s (%s); best value %.6g at step %s",
                 trial.number, trial.last_step, monitor.reason, decision.best_value,
                 decision.best_step)
