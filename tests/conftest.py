@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import shutil
 import sys
 import tempfile
@@ -51,3 +52,27 @@ def registry_restored():
     for table, before in saved:
         table.clear()
         table.update(before)
+
+
+@pytest.fixture
+def library_log(caplog):
+    """Capture a library's own logger (transformers, ray) once, whatever ran before.
+
+    Such loggers do not propagate by default, but a library loaded earlier in the session may
+    turn propagation on; the root logger also holds caplog's handler, so each record would then
+    be captured twice. Call it with the logger's name and the level to capture at."""
+    restore = []
+
+    def capture(name: str, level: int | str = logging.INFO):
+        logger = logging.getLogger(name)
+        restore.append((logger, logger.level, logger.propagate))
+        logger.addHandler(caplog.handler)
+        logger.setLevel(level)
+        logger.propagate = False
+        return caplog
+
+    yield capture
+    for logger, level, propagate in restore:
+        logger.setLevel(level)
+        logger.propagate = propagate
+        logger.removeHandler(caplog.handler)

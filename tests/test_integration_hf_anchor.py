@@ -17,22 +17,9 @@ EXAMPLE = runpy.run_path(str(Path(__file__).parents[1] / "examples" / "hf_traine
 
 
 @pytest.fixture
-def hf_log(caplog):
-    """transformers' own logger, captured once at INFO.
-
-    transformers does not propagate by default, but a library loaded earlier in
-    the session may turn propagation on; the root logger also holds caplog's
-    handler, so each record would then be captured twice.
-    """
-    root = logging.getLogger("transformers")
-    level, propagate = root.level, root.propagate
-    root.addHandler(caplog.handler)
-    root.setLevel(logging.INFO)
-    root.propagate = False
-    yield caplog
-    root.setLevel(level)
-    root.propagate = propagate
-    root.removeHandler(caplog.handler)
+def hf_log(library_log):
+    """transformers' own logger, captured once at INFO."""
+    return library_log("transformers")
 
 
 def args_for(tmp_path, **options) -> TrainingArguments:
@@ -90,17 +77,14 @@ def test_a_checkpoint_never_saved_or_never_loaded_is_warned(tmp_path, hf_log):
                    for m in warnings_of(hf_log))
 
 
-def test_a_lone_peer_rule_and_a_progress_rule_without_max_steps_are_warned(tmp_path, caplog):
+def test_a_lone_peer_rule_and_a_progress_rule_without_max_steps_are_warned(tmp_path, caplog,
+                                                                           library_log):
     args = args_for(tmp_path, save_strategy="no")
     with caplog.at_level("WARNING"):
         feed(EvalStopCallback("MedianPruner"), args, [0.5, 0.4])
     assert any("judges a run against ended peer runs" in m for m in warnings_of(caplog))
-    root = logging.getLogger("transformers")
-    root.addHandler(caplog.handler)
-    try:
-        feed(EvalStopCallback("StopAt-0.5"), args, [0.5], max_steps=0)
-    finally:
-        root.removeHandler(caplog.handler)
+    library_log("transformers", logging.WARNING)
+    feed(EvalStopCallback("StopAt-0.5"), args, [0.5], max_steps=0)
     assert any("StopAt-0.5 reads progress and this run's max_steps is unknown" in m
                for m in warnings_of(caplog))
 

@@ -46,18 +46,14 @@ class Interrupt(TrainerCallback):
             control.should_training_stop = True
 
 
-def test_the_stop_is_a_warning_and_its_evidence_is_logged_with_the_eval(tmp_path, caplog):
+def test_the_stop_is_a_warning_and_its_evidence_is_logged_with_the_eval(tmp_path, library_log):
     from transformers.integrations import TensorBoardCallback
 
-    hf = logging.getLogger("transformers")
-    assert hf.getEffectiveLevel() == logging.WARNING        # the default verbosity
+    assert logging.getLogger("transformers").getEffectiveLevel() == logging.WARNING  # default
     callback = EvalStopCallback("EvalStop-2")
     trainer = trainer_for(settings(tmp_path), callback, TensorBoardCallback())
-    hf.addHandler(caplog.handler)
-    try:
-        trainer.train()
-    finally:
-        hf.removeHandler(caplog.handler)
+    caplog = library_log("transformers", logging.WARNING)
+    trainer.train()
     stops = [r for r in caplog.records if "EvalStopCallback: stop at step" in r.getMessage()]
     assert [r.levelname for r in stops] == ["WARNING"]
     evals = [e for e in trainer.state.log_history if "eval_score" in e]
