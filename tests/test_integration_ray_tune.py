@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import runpy
 from pathlib import Path
 
@@ -191,21 +190,18 @@ def test_scheduler_save_and_restore_carry_its_trials(tmp_path):
     assert trial.trial_id in restored.stopped and not scheduler.stopped
 
 
-def test_verbose_logs_each_stop_on_rays_logger(caplog):
+def test_each_stop_is_a_warning_on_rays_logger(library_log):
     from evalstop_gym.integrations.ray_tune import EvalStopStopper
 
     stopper = EvalStopStopper("score", "max", detector="EvalStop-2", verbose=True)
-    ray_logger = logging.getLogger("ray")                 # Ray's own, which does not propagate
-    ray_logger.addHandler(caplog.handler)
-    try:
-        with caplog.at_level("INFO", logger="ray.tune.evalstop"):
-            for i, score in enumerate([0.5, 0.4, 0.3], 1):
-                stopper("t", {"training_iteration": i, "score": score})
-    finally:
-        ray_logger.removeHandler(caplog.handler)
+    caplog = library_log("ray.tune.evalstop")
+    for i, score in enumerate([0.5, 0.4, 0.3], 1):
+        stopper("t", {"training_iteration": i, "score": score})
     [record] = [r for r in caplog.records if "stop trial t at training_iteration=3" in
                 r.getMessage()]
-    assert record.name.startswith("ray.") and record.levelname == "INFO"
+    assert record.name.startswith("ray.") and record.levelname == "WARNING"
+    going = [r for r in caplog.records if "trial t continues" in r.getMessage()]
+    assert len(going) == 2 and {r.levelname for r in going} == {"INFO"}
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -18,9 +18,14 @@ skipped. Ended trials are reported to the judge's `MonitorGroup` in the order th
 cross-run detectors (MedianPruner, CUSUM and BOCPD with the pooled noise estimate) learn from
 them; a trial stopped by the detector counts as stopped. The stopper hears of a trial's end from
 its final (`done`) result or its own stop; one another scheduler stops is not learnt from. A
-result without `time_attr` is an error naming the keys it has. `verbose=True` logs each stop at
-INFO on Ray's logger (`ray.tune.evalstop`), else DEBUG. `save`/`restore` pickle the judge's
-state, as ASHA does.
+result without `time_attr` is an error naming the keys it has; a metric no result carries is
+warned about once (naming the keys the result has), as no trial could ever be judged. Each stop
+is logged at WARNING on Ray's logger (`ray.tune.evalstop`); `verbose=True` adds each judgement
+that lets a trial continue, at INFO. The stopper adds the decision's evidence to the trial's
+result, so Tune's loggers (TensorBoard, W&B, CSV) record it: `evalstop/stop`,
+`evalstop/best_step`, `evalstop/best_value`, `evalstop/n_evals`. Tune hands a scheduler a flat
+copy of the result, which no logger sees, so the scheduler form keeps the latest decision per
+trial in `decisions` instead. `save`/`restore` pickle the judge's state, as ASHA does.
 
 The scheduler's `metric` and `mode` may also come from `tune.TuneConfig`; each experiment
 (`Tuner.fit`, which sets the search properties) starts it afresh.
@@ -43,13 +48,14 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..online import (
     DEFAULT_DETECTOR,
+    MonitorDecision,
     MonitorGroup,
     RunMonitor,
     check_monitor_args,
     never_acts_without_progress,
 )
 from ..sim.protocols import Detector
-from ._common import check_flag, check_real
+from ._common import check_flag, check_real, evidence
 
 log = logging.getLogger("ray.tune.evalstop")   # under Ray's own "ray" logger
 
@@ -82,6 +88,8 @@ class TrialJudge:
         self.monitors: dict[str, RunMonitor] = {}      # trial id -> its monitor
         self.stopped: dict[str, str] = {}              # trial id -> why it was stopped
         self.ended: set[str] = set()
+        self.decisions: dict[str, MonitorDecision] = {}   # trial id -> its latest decision
+        self.metric_missing_warned = False
 
     def _group(self) -> MonitorGroup:
         if self.group is None:
@@ -106,6 +114,7 @@ class TrialJudge:
                              f"{trial_id}'s result (its keys: {', '.join(sorted(result))}); "
                              f"pass a time_attr the trainable reports")
         if self.metric not in result:
+            self._warn_missing(trial_id, result)
             return False
         step, value = result[self.time_attr], result[self.metric]
         if self.max_t is not None and step > self.max_t:
@@ -114,20 +123,35 @@ class TrialJudge:
             self.end(trial_id, completed=True)
             return True
         decision = monitor.offer(step, value, decide=step >= self.grace_period)
+        if decision is not None:
+            self.decisions[trial_id] = decision
         if decision is not None and decision.stop:
             self.stopped[trial_id] = decision.reason
-            log.log(logging.INFO if self.verbose else logging.DEBUG,
-                    "%s: stop trial %s at %s=%s (%s); best %s = %.6g at %s", self.owner,
-                    trial_id, self.time_attr, step, decision.reason, self.metric,
-                    decision.best_value, decision.best_step)
+            log.warning("%s: stop trial %s at %s=%s (%s); best %s = %.6g at %s", self.owner,
+                        trial_id, self.time_attr, step, decision.reason, self.metric,
+                        decision.best_value, decision.best_step)
             self.end(trial_id, completed=False)
             return True
+        if decision is not None and self.verbose:
+            log.info("%s: trial %s continues at %s=%s; best %s = %.6g at %s", self.owner,
+                     trial_id, self.time_attr, step, self.metric, decision.best_value,
+                     decision.best_step)
         if self.max_t is not None and step >= self.max_t:
             self.end(trial_id, completed=True)
             return True
         if result.get("done"):                   # its final result: the trial has completed
             self.end(trial_id, completed=True)
         return False
+
+    def _warn_missing(self, trial_id: str, result: dict) -> None:
+        """Once per experiment: the metric is not in a trial's result, so it is not judged."""
+        if self.metric_missing_warned:
+            return
+        self.metric_missing_warned = True
+        reported = ", ".join(sorted(k for k in result if not str(k).startswith("config/")))
+        log.warning("%s: metric=%r is not in trial %s's result (its keys: %s), so it is not "
+                    "judged; pass the metric= the trainable reports", self.owner, self.metric,
+                    trial_id, reported)
 
     def end(self, trial_id: str, completed: bool) -> None:
         """Report the trial's end to the group once, whichever hook hears of it first."""
@@ -167,8 +191,19 @@ class EvalStopStopper(Pickled, Stopper):
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         """Tune hands a stopper the nested result (a scheduler gets it flat): flatten it, so
-        `metric` names a nested key as "val/acc", as in TuneConfig."""
-        return self.judge.judge(trial_id, flatten_dict(result))
+        `metric` names a nested key as "val/acc", as in TuneConfig. The decision's evidence
+        is added to the result itself (`evalstop/...`), which Tune's loggers then record."""
+        before = self.judge.decisions.get(trial_id)
+        stop = self.judge.judge(trial_id, flatten_dict(result))
+        decision = self.judge.decisions.get(trial_id)
+        if decision is not None and decision is not before:
+            result["evalstop"] = evidence(decision, prefix="")
+        return stop
+
+    @property
+    def decisions(self) -> dict[str, MonitorDecision]:
+        """Each trial's latest decision (stop, reason, best step and value)."""
+        return self.judge.decisions
 
     def stop_all(self) -> bool:
         return False
@@ -194,6 +229,11 @@ class EvalStopScheduler(Pickled, FIFOScheduler):
     @property
     def monitors(self) -> dict[str, RunMonitor]:
         return self.judge.monitors
+
+    @property
+    def decisions(self) -> dict[str, MonitorDecision]:
+        """Each trial's latest decision (stop, reason, best step and value)."""
+        return self.judge.decisions
 
     @property
     def _ended(self) -> set[str]:
