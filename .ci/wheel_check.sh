@@ -10,12 +10,16 @@ trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 export PIP_DISABLE_PIP_VERSION_CHECK=1 MPLBACKEND=Agg
 
-python -m build --wheel --outdir "$work/dist" "$repo" >"$work/build.log" 2>&1 \
-    || { cat "$work/build.log"; exit 1; }
+# The builder gets a venv of its own: the machine's python need not have `build`, and the
+# checkout may hold a `build/` folder that would shadow it from the current folder.
+python3 -m venv "$work/builder"
+(cd "$work" && "$work/builder/bin/python" -m pip install --quiet build \
+    && "$work/builder/bin/python" -m build --wheel --outdir "$work/dist" "$repo") \
+    >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 wheel=("$work"/dist/evalstop_gym-*.whl)
 echo "wheel: $(basename "${wheel[0]}") ($((SECONDS - start)) s)"
 
-python -m venv "$work/venv"
+python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet "${wheel[0]}" >"$work/pip.log" 2>&1 \
     || { cat "$work/pip.log"; exit 1; }
 echo "installed into a fresh venv ($((SECONDS - start)) s)"
