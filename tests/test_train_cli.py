@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from evalstop_gym.benchmarks import cli
+from evalstop_gym.benchmarks.rl import train as train_cmd
 
 TINY = ["--total-timesteps", "128", "--n-envs", "1", "--eval-seeds", "1", "2",
         "--set", "workload.n_jobs=8", "--no-progress"]
@@ -34,8 +35,9 @@ def test_a_short_training_writes_the_model_and_the_evaluation_table(tmp_path, ca
     assert (out / f"{algo}_{control}.zip").exists()
     rows = pd.read_csv(out / "results.csv")
     learned = f"{algo.upper()} (learned)"
-    assert list(dict.fromkeys(rows["policy"])) == [learned, "NoStop+SRTF-Est",
-                                                   "EvalStop-2+SRTF-Est"]
+    baselines = train_cmd.STOP_BASELINES if control == "stop" else train_cmd.FULL_BASELINES
+    assert list(dict.fromkeys(rows["policy"])) == [learned, *(f"{b}+SRTF-Est"
+                                                              for b in baselines)]
     assert (rows.groupby("policy")["seed"].apply(sorted).map(tuple) == (1, 2)).all()
     assert (rows["jct"] > 0).all()
     meta = json.loads((out / "results.json").read_text())

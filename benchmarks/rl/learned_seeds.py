@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from evalstop_gym.env.batch_core import MAX_ENVS
 from evalstop_gym.experiment import PAPER_SEEDS
+from evalstop_gym.online import DEFAULT_DETECTOR
 
 from .. import durable, sections
 from ..analysis.tables import to_markdown
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 METRICS = (("recall %", "recall", 100.0), ("FPR %", "fpr", 100.0), ("JCT (min)", "jct", 1.0),
            ("wasted %", "wasted_frac", 100.0))
-BASELINES = ("EvalStop-2", "TrendTest-0.05", "PeerPrior-0.05", "BOCPD-0.5")   # BEYOND.md's
+BASELINES = tuple(dict.fromkeys(   # BEYOND.md's: the paper's rule, the default, two more
+    ("EvalStop-2", DEFAULT_DETECTOR, "TrendTest-0.05", "PeerPrior-0.05", "BOCPD-0.5")))
 ALGOS = ("ppo", "dqn")
 
 

@@ -2,8 +2,9 @@
 
 PPO and DQN (control="stop") or PPO and MaskablePPO (either mode; MaskablePPO reads the env's
 `action_masks()`) train on workload seeds >= 10000 and are evaluated on held-out seeds (the
-paper's five) through the same env as heuristic baselines: EvalStop-2 and NoStop over the base
-scheduler. The table of episode reward and paper metrics (mean ± 95% t CI over the held-out
+paper's five) through the same env as heuristic baselines over the base scheduler: NoStop,
+EvalStop-2 and the default detector (`DEFAULT_DETECTOR`; control=full: NoStop and EvalStop-2,
+its table agents). The table of episode reward and paper metrics (mean ± 95% t CI over the held-out
 seeds) is printed; the per-seed rows and the means are written as results.csv and results.json
 beside the model, in `runs/<algo>_<control>` unless --out says otherwise, so two algorithms never
 share a folder. Needs the `rl` extra.
@@ -37,6 +38,7 @@ from evalstop_gym.env import HeuristicAgent, TableEvalStopAgent
 from evalstop_gym.env.arguments import MAX_TABLE_ROWS
 from evalstop_gym.env.batch_core import MAX_ENVS
 from evalstop_gym.experiment import PAPER_SEEDS
+from evalstop_gym.online import DEFAULT_DETECTOR
 
 from .. import durable
 from ..analysis.tables import fmt_ci
@@ -45,6 +47,9 @@ from ..usage import UsageError, check_output, parse_overrides
 log = logging.getLogger(__name__)
 ALGOS = ("ppo", "dqn", "maskable_ppo")
 CONTROLS = ("stop", "full")
+# the heuristics a trained model is scored beside: nothing, the paper's rule, and the default
+STOP_BASELINES = tuple(dict.fromkeys(("NoStop", "EvalStop-2", DEFAULT_DETECTOR)))
+FULL_BASELINES = ("NoStop", "EvalStop-2")   # control=full: its table agents only
 COLUMNS = ("reward", "jct", "wasted_frac", "precision", "recall", "fpr", "n_stopped",
            "quality_regret", "ttfuc")
 # (title, column, scale, decimals) of the printed table, which fits WIDTH characters;
@@ -99,8 +104,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training seed: torch, SB3 and env i's first workload seed (seed + i)")
     p.add_argument("--eval-seeds", type=int, nargs="+", default=list(PAPER_SEEDS),
                    help="held-out workload seeds the table is scored on: the paper's")
-    p.add_argument("--baselines", nargs="*", default=["NoStop", "EvalStop-2"],
-                   help="heuristic detectors scored beside the model through the same env")
+    p.add_argument("--baselines", nargs="*", default=None,
+                   help="heuristic detectors scored beside the model through the same env "
+                        f"(default: {', '.join(STOP_BASELINES)} with control=stop; "
+                        f"{', '.join(FULL_BASELINES)} with control=full, which scores NoStop "
+                        "and EvalStop-k only)")
     p.add_argument("--max-jobs", type=int, default=64, help="table rows in control=full")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="CPU threads for torch (small MLPs run fastest on one)")
@@ -255,7 +263,10 @@ def model_actor(model: Any, env: gym.Env, masked: bool) -> Any:
 def baseline_actors(args: argparse.Namespace) -> dict[str, tuple[Any, tuple[float, ...]]]:
     """name -> (act(obs, info), milestones) of each heuristic scored beside the model."""
     out: dict[str, tuple[Any, tuple[float, ...]]] = {}
-    for name in args.baselines:
+    names = args.baselines
+    if names is None:
+        names = STOP_BASELINES if args.control == "stop" else FULL_BASELINES
+    for name in names:
         if args.control == "stop":
             agent = HeuristicAgent.from_name(name)
             out[f"{name}+{args.base_scheduler}"] = (agent.act, agent.milestones)
