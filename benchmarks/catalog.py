@@ -103,7 +103,7 @@ CATALOG: dict[str, Entry] = {e.name: e for e in (
     Entry("philly", BEYOND_PAPER),
     Entry("e9", BEYOND_PAPER),
 )}
-MATRIX = tuple(n for n, e in CATALOG.items() if e.report == PAPER)        # SPEC 6: E1-E8
+MATRIX = tuple(n for n, e in CATALOG.items() if e.report == PAPER)        # the paper's E1-E8
 BEYOND = tuple(n for n, e in CATALOG.items() if e.report == BEYOND_PAPER)
 CLAIMS: dict[str, Claims] = {n: e.claims for n, e in CATALOG.items() if e.claims is not None}
 VALIDATION = tuple(n for n, e in CATALOG.items() if e.validates_calibration)

@@ -41,7 +41,7 @@ def test_e6_savings_are_judged_on_saved_compute_not_jct() -> None:
 
 
 def test_each_fpr_figure_is_judged_once_on_fp_over_non_hacking() -> None:
-    """E8's 77% is one row, judged on fpr_all, with SPEC's healthy-RLHF FPR shown beside."""
+    """E8's 77% is one row, judged on fpr_all, with the healthy-RLHF FPR (`fpr`) shown beside."""
     sa = "StopAt-0.65+SRTF-Est"
     cells = {(p, v): {"precision": v, "fpr": 1.0, "fpr_all": 0.77}
              for p in (EVAL2, sa) for v in (0.2, 0.8)}

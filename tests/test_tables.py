@@ -141,7 +141,7 @@ def test_swept_value_is_a_column_never_cut():
 
 
 def test_terminal_table_shows_both_fprs_labelled():
-    """SPEC's FPR (healthy RLHF) and the paper's (all non-hacking) side by side, with a legend;
+    """`fpr` (healthy RLHF) and the paper's (all non-hacking) side by side, with a legend;
     rows over different bases keep their full names under 'cell'."""
     from evalstop_gym.benchmarks.analysis.tables import terminal_table
 

@@ -1,4 +1,4 @@
-"""SPEC.md section 6 (and the issue checks on E2 and the matrix), one function per experiment.
+"""The paper's stated figures (and the checks on E2 and the matrix), one function per experiment.
 
 Each function takes that experiment's runs DataFrame and returns report rows; tolerances are the
 "rough size" the reproduction aims for: 10% of a time, 5 points of a percentage.
@@ -75,8 +75,8 @@ E2_FIGURES: dict[str, Figure] = {
 
 
 def healthy_fpr(r: pd.DataFrame, **sel: object) -> str:
-    """SPEC's FPR (over healthy RLHF jobs), shown beside the judged one."""
-    return f"FP / healthy RLHF (SPEC's FPR): {fmt(stat(r, 'fpr', **sel), True)}"
+    """The FPR over healthy RLHF jobs (`fpr`), shown beside the judged one."""
+    return f"FP / healthy RLHF (`fpr`): {fmt(stat(r, 'fpr', **sel), True)}"
 
 
 def waste_ceiling(config: SimConfig) -> tuple[str, float]:
@@ -90,8 +90,8 @@ def waste_ceiling(config: SimConfig) -> tuple[str, float]:
     past = 1.0 - sum(config.curves.rlhf_hacking.peak_progress) / 2
     top = wl.hacking_fraction * past * rlhf
     return (f"{wl.hacking_fraction:g} hacking x {past:.2f} of a run past the peak x {rlhf:.2f} "
-            f"of GPU time in RLHF = {top:.1%} at most (the variant write-up, "
-            "paper/evalstop-paper-zh-variant.txt §5.3: no-EvalStop waste 20.3%)"), top
+            f"of GPU time in RLHF = {top:.1%} at most (the paper's variant write-up, §5.3, "
+            "quoted in docs/paper-figures.md: no-EvalStop waste 20.3%)"), top
 
 
 def e1(r: pd.DataFrame) -> list[Row]:

@@ -149,12 +149,12 @@ def experiment_markdown(title: str, runs: pd.DataFrame, reference: Mapping[str, 
 
 
 # The terminal table: the headline columns only, so it fits TERMINAL_WIDTH characters. Both
-# FPRs: SPEC's (over healthy RLHF jobs: any stop-every-RLHF rule scores 100%) and the paper's
+# FPRs: `fpr` (over healthy RLHF jobs: any stop-every-RLHF rule scores 100%) and the paper's
 # (over all non-hacking jobs, the one its figures match), each named in the legend below.
 TERMINAL_COLUMNS = ("JCT (min)", "wasted %", "precision %", "recall %", "FPR %", "FPR-all %",
                     "ΔJCT %", "p(jct)")
 TERMINAL_TITLES = ("JCT", "wasted%", "prec%", "recall%", "FPR%", "FPR-all%", "ΔJCT%", "p")
-TERMINAL_LEGEND = ("FPR: FP / healthy RLHF jobs (SPEC's); FPR-all: FP / all non-hacking jobs "
+TERMINAL_LEGEND = ("FPR: FP / healthy RLHF jobs (`fpr`); FPR-all: FP / all non-hacking jobs "
                    "(the paper's)")
 TERMINAL_WIDTH = 100
 
