@@ -373,6 +373,24 @@ def test_a_keras_csvlogger_history(tmp_path):
     assert run.losses == (1.2, 0.8, 0.6)
 
 
+@pytest.mark.parametrize("text", [
+    ",accuracy,loss,val_accuracy,val_loss\n0,0.5,1.2,0.6,1.0\n1,0.7,0.8,0.66,0.9\n"
+    "2,0.8,0.6,0.64,0.95\n",
+    "accuracy,loss,val_accuracy,val_loss\n0.5,1.2,0.6,1.0\n0.7,0.8,0.66,0.9\n0.8,0.6,0.64,0.95\n",
+])
+def test_a_pandas_dump_of_a_keras_history(tmp_path, text):
+    """`pd.DataFrame(history.history).to_csv()` has no epoch column (a blank index column, or
+    none): the n-th row is step n, read as a Keras history."""
+    path = tmp_path / "cnn" / "training_history.csv"
+    path.parent.mkdir()
+    path.write_text(text)
+    assert detect(path) == "keras"
+    (run,) = read_logs([path])
+    assert (run.metric, run.mode, run.steps, run.values) == (
+        "val_accuracy", "max", (1, 2, 3), (0.6, 0.66, 0.64))
+    assert run.losses == (1.2, 0.8, 0.6)
+
+
 def test_a_metric_logged_once_is_no_curve(tmp_path):
     """A Lightning log's final test_loss (one value) is not taken for the curve: val_loss is."""
     path = tmp_path / "version_0" / "metrics.csv"

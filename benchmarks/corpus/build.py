@@ -41,12 +41,17 @@ COLUMNS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["build"], help="build: train every run, write the files")
+    p.add_argument("action", choices=["build", "public"],
+                   help="build: train every run, write the files; public: rebuild the corpus "
+                        "of public runs from snapshots of their repositories (--snapshots)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"folder to write to (default: {DEFAULT_OUT}/ in the current folder; a "
                         "folder inside the installed package, such as the shipped corpus, is "
                         "refused)")
     p.add_argument("--only", choices=FAMILIES, default=None, help="rebuild one family only")
+    p.add_argument("--snapshots", type=Path, default=None,
+                   help="public: a folder holding a snapshot (git directory or clone) of each "
+                        "repository sources.json names, as <owner>+<name>/ or <owner>/<name>/")
 
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -117,6 +122,10 @@ def check_out(out: Path) -> Path:
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    if args.action == "public":
+        from . import public
+
+        return public.main(args)
     out = check_out(args.out)
     families = [args.only] if args.only else list(FAMILIES)
     total = sum(len(GENERATORS[f].run_settings()) for f in families)

@@ -14,6 +14,9 @@
 - W&B "Export CSV" of a panel: `Step, <run name> - <metric>, <run name> - <metric>__MIN,
   <run name> - <metric>__MAX, ...`; one run per run name, the `__MIN`/`__MAX` columns (the
   panel's sampling envelope) are ignored, blank cells are steps that run did not log.
+- Keras history: a `CSVLogger` file (`epoch` and metric columns), or pandas' dump of
+  `History.history` (`pd.DataFrame(history.history).to_csv()`: metric columns, one of them held
+  out such as `val_loss`, led by a blank index column or none); one row per epoch.
 The metric and its direction follow `log_metrics` in every format; the training loss is the
 series named `loss`, `train_loss`, `train_loss_step`, `train/loss`... (the latest value at or
 before each eval's step). These formats do not say `max_steps`: progress is step / last step.
@@ -29,7 +32,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .log_metrics import pick_metric, train_loss_key
+from .log_metrics import EVAL_TOKENS, pick_metric, tokens, train_loss_key
 from .logs import (
     LogError,
     LoggedRun,
@@ -53,7 +56,8 @@ FORMATS = ("replay CSV (job_id, step, eval_score[, loss, max_steps, completed])"
            f"TensorBoard ({TFEVENTS}.* or a folder of them)",
            "MLflow CSV (key, value, step, timestamp)",
            "W&B CSV (Step, '<run> - <metric>')",
-           "Keras CSVLogger history (epoch, metric columns)",
+           "Keras history (CSVLogger: epoch, metric columns; or pandas' dump of "
+           "History.history: metric columns, one row per epoch)",
            "a model card's Training results table (README.md written by transformers' Trainer)")
 Series = list[tuple[Any, Any, str]]        # (raw step, raw value, where) as logged
 
@@ -114,7 +118,9 @@ def detect(path: Path) -> str:
         return "wandb"
     if "step" in columns and len(header) > 1:
         return "lightning"
-    if "epoch" in columns and len(header) > 1:
+    if "epoch" in {c.lower() for c in columns} and len(header) > 1:
+        return "keras"
+    if _history_columns(header) is not None:
         return "keras"
     if header[:1] and header[0].lstrip().startswith("{"):
         return "trainer_state"
@@ -181,12 +187,47 @@ def _wide_series(path: Path, index: str, expected: str, skip: tuple[str, ...],
 
 def read_keras_csv(path: Path, metric: str | None = None,
                    mode: str | None = None) -> list[LoggedRun]:
-    """The run of a Keras `CSVLogger` history (`epoch` and metric columns, one row per epoch):
-    epoch e (counted from 0) is step e + 1."""
-    series = _wide_series(path, "epoch", "epoch, metric columns", ("epoch",),
-                          lambda cell, where: _text_number(cell, where, "epoch") + 1)
+    """The run of a Keras history: a `CSVLogger` file (`epoch` and metric columns, one row per
+    epoch; epoch e, counted from 0, is step e + 1), or pandas' dump of `History.history`
+    (`pd.DataFrame(history.history).to_csv()`: metric columns only, led by a blank index column
+    or none; the n-th row is step n)."""
+    header = _header(path) or []
+    epoch = next((c for c in header if c.lower() == "epoch"), None)
+    if epoch is None and _history_columns(header) is not None:
+        series = _history_series(path, header)
+    else:
+        epoch = epoch or "epoch"
+        series = _wide_series(path, epoch, "epoch, metric columns", (epoch,),
+                              lambda cell, where: _text_number(cell, where, "epoch") + 1)
     return runs_from_series(path, "Keras CSVLogger history", {path.parent.name or path.stem:
                                                               series}, metric, mode)
+
+
+def _history_columns(header: list[str]) -> list[str] | None:
+    """The metric columns of a pandas dump of a Keras `History` (None if `header` is not one):
+    every column named (but a leading blank or `Unnamed: 0` index), one of them held out."""
+    names = header[1:] if header[:1] and (not header[0] or header[0].startswith("Unnamed:")) \
+        else header
+    if len(names) < 2 or not all(names) or not any(set(tokens(c)) & EVAL_TOKENS for c in names):
+        return None
+    return names
+
+
+def _history_series(path: Path, header: list[str]) -> dict[str, Series]:
+    """Each metric column of a pandas-dumped history; its n-th data row is step n."""
+    names = _history_columns(header) or []
+    _, rows = _csv_rows(path, (), "metric columns, one row per epoch")
+    series: dict[str, Series] = {k: [] for k in names}
+    with contextlib.closing(rows):
+        for n, (line, row) in enumerate(rows, start=1):
+            where = f"{path}: line {line}"
+            if len(row) > len(header):
+                raise LogError(f"{where}: {len(row)} values for {len(header)} columns")
+            cells = dict(zip(header, row, strict=False))
+            for key in names:
+                if cells.get(key, "").strip():
+                    series[key].append((n, cells[key], where))
+    return series
 
 
 def read_mlflow_csv(path: Path, metric: str | None = None,
