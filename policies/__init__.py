@@ -31,10 +31,11 @@ __all__ = [
 from .bocpd import BOCPD  # noqa: E402
 from .cusum import CUSUM  # noqa: E402
 from .decline_test import DeclineTest  # noqa: E402
+from .material_decline import MaterialDecline  # noqa: E402
 from .median_pruner import MedianPruner  # noqa: E402
 from .patience import Patience  # noqa: E402
 from .peer_prior import PeerPrior  # noqa: E402
 from .trend_test import TrendTest  # noqa: E402
 
-__all__ += ["BOCPD", "CUSUM", "DeclineTest", "MedianPruner", "Patience", "PeerPrior",
-            "TrendTest"]
+__all__ += ["BOCPD", "CUSUM", "DeclineTest", "MaterialDecline", "MedianPruner", "Patience",
+            "PeerPrior", "TrendTest"]

@@ -48,12 +48,56 @@ SEED = 20_261_201
 BLOCK = 128              # past the exact horizons, the union bound's block of looks
 EXACT_LOOKS = 2 * BLOCK  # horizons calibrated exactly; the paths are simulated this far at most
 MC_SES = 1.5             # Monte Carlo standard errors kept between the budget and the estimate
+# where sigma_hat comes from: the whole run's second differences (TrendTest), or only the
+# segment's, from the best on (MaterialDecline: a real run's climb is curvature, not noise)
+NOISE_SOURCES = ("series", "segment")
 
 
 def satterthwaite_df(k: int) -> float:
     """Degrees of freedom of the mean square of k second differences of i.i.d. noise (they
     correlate -4/6 at lag 1 and 1/6 at lag 2)."""
     return k * k / (k + 2.0 * (k - 1) * (16.0 / 36.0) + 2.0 * max(k - 2, 0) * (1.0 / 36.0))
+
+
+def satterthwaite_dfs(k: np.ndarray) -> np.ndarray:
+    """`satterthwaite_df` per row (0 where k is 0)."""
+    k = np.asarray(k, dtype=float)
+    den = k + 2.0 * np.maximum(k - 1, 0) * (16.0 / 36.0) + 2.0 * np.maximum(k - 2, 0) / 36.0
+    return np.divide(k * k, den, out=np.zeros_like(k), where=den > 0)
+
+
+def segment_noise(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the sum of squared second differences of the evals after the segment's first
+    (the best), and their count. The climb to the best, and the bend at the best where a fall
+    begins, are curvature that a whole-run estimate takes for noise; neither enters here."""
+    d = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
+    after = np.zeros_like(valid)
+    after[:, 1:] = valid[:, :-1]            # valid cells are contiguous up to the right edge
+    inside = after[:, :-2]
+    return np.where(inside, d * d, 0.0).sum(1), inside.sum(1)
+
+
+def segment_t(values: np.ndarray, valid: np.ndarray, s0: np.ndarray,
+              prior_df: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the decline's t, its df and sigma_hat, with the noise read from the segment's
+    own second differences, shrunk toward the prior s0 with prior_df as limma does; t is -inf
+    where fewer than two differences are read and there is no prior."""
+    ssq, k = segment_noise(values, valid)
+    nu = satterthwaite_dfs(k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = (prior_df * s0 + nu * np.where(k > 0, ssq / (6.0 * np.maximum(k, 1)), 0.0)) \
+            / (prior_df + nu)
+        sigma = np.sqrt(var)
+        t = loo_trend_t(values, valid, np.where(sigma > 0, sigma, np.nan))
+    seen = (k >= 2) | (prior_df > 0)
+    return np.where(seen & np.isfinite(t), t, -np.inf), prior_df + nu, sigma
+
+
+def segment_p(values: np.ndarray, valid: np.ndarray, s0: np.ndarray,
+              prior_df: int) -> np.ndarray:
+    """Per row: `segment_t`'s p-value (Student's t at its df; 1 where nothing is seen)."""
+    t, df, _ = segment_t(values, valid, s0, prior_df)
+    return stdtr(np.maximum(df, 1e-9), -t)
 
 
 def horizon_grid(n: int) -> int:
@@ -104,7 +148,11 @@ class NullPaths:
 
     def __init__(self, prior_df: int, seed: int = SEED, paths: int = PATHS,
                  max_looks: int = EXACT_LOOKS,
-                 mean: Callable[[int], np.ndarray] | None = None) -> None:
+                 mean: Callable[[int], np.ndarray] | None = None,
+                 noise: str = "series") -> None:
+        if noise not in NOISE_SOURCES:
+            raise ValueError(f"noise {noise!r}: expected one of {', '.join(NOISE_SOURCES)}")
+        self.noise = noise
         self.prior_df, self.seed, self.paths = prior_df, seed, paths
         self.max_looks, self.mean = max_looks, mean
         rng = np.random.default_rng([seed, prior_df])
@@ -133,11 +181,14 @@ class NullPaths:
             self.best = np.where(higher, y, self.best)
             self.best_at = np.where(higher, n - 1, self.best_at)
             if n >= MIN_EVALS:
-                nu = satterthwaite_df(n - 2)
                 d0 = self.prior_df
-                var = (d0 * self.s0 + nu * self.d2 / (6.0 * (n - 2))) / (d0 + nu)
-                p = stdtr(d0 + nu, -loo_trend_t(*segment(self.last, n, self.best_at),
-                                                 np.sqrt(var)))
+                values, valid = segment(self.last, n, self.best_at)
+                if self.noise == "segment":
+                    p = segment_p(values, valid, self.s0, d0)
+                else:
+                    nu = satterthwaite_df(n - 2)
+                    var = (d0 * self.s0 + nu * self.d2 / (6.0 * (n - 2))) / (d0 + nu)
+                    p = stdtr(d0 + nu, -loo_trend_t(values, valid, np.sqrt(var)))
                 self.min_p = np.minimum(self.min_p, p)
                 if n > BLOCK:
                     self.block_min = np.minimum(self.block_min, p)
@@ -156,22 +207,24 @@ class NullPaths:
 
 
 @functools.lru_cache(maxsize=8)
-def null_paths(prior_df: int) -> NullPaths:
-    """The null simulation for one prior df, memoised (a few prior df bins serve every run)."""
-    return NullPaths(prior_df)
+def null_paths(prior_df: int, noise: str = "series") -> NullPaths:
+    """The null simulation for one prior df and noise source, memoised (a few prior df bins
+    serve every run). Call it with both arguments positional, as the callers here do, so one
+    cache entry serves them all."""
+    return NullPaths(prior_df, noise=noise)
 
 
-def null_min_p(looks: int, prior_df: int) -> np.ndarray:
+def null_min_p(looks: int, prior_df: int, noise: str = "series") -> np.ndarray:
     """Sorted min over `looks` looks of p_n on the null paths (`looks` up to EXACT_LOOKS)."""
-    return null_paths(prior_df).prefix_min(horizon_grid(looks))
+    return null_paths(prior_df, noise).prefix_min(horizon_grid(looks))
 
 
-def threshold(looks: int, prior_df: int, alpha: float) -> float:
+def threshold(looks: int, prior_df: int, alpha: float, noise: str = "series") -> float:
     """The p-value below which a run of `looks` evals is stopped: the largest q whose simulated
     false-alarm probability (exact to EXACT_LOOKS, a union bound over blocks past it), each
     term at its upper bound MC_SES Monte Carlo standard errors out, stays within alpha; 0 (never
     stop) when none does."""
-    return grid_threshold(horizon_grid(looks), prior_df, alpha)
+    return grid_threshold(horizon_grid(looks), prior_df, alpha, noise)
 
 
 def upper(count: np.ndarray, m: int) -> np.ndarray:
@@ -182,9 +235,9 @@ def upper(count: np.ndarray, m: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def grid_threshold(horizon: int, prior_df: int, alpha: float) -> float:
+def grid_threshold(horizon: int, prior_df: int, alpha: float, noise: str = "series") -> float:
     """`threshold` at a grid horizon, memoised (a look costs a dictionary lookup)."""
-    null = null_paths(prior_df)
+    null = null_paths(prior_df, noise)
     head = null.prefix_min(min(horizon, EXACT_LOOKS))
     blocks = math.ceil((horizon - EXACT_LOOKS) / BLOCK) if horizon > EXACT_LOOKS else 0
     tail = null.block() if blocks else np.ones(0)

@@ -63,7 +63,15 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, stop
 from .registry import register_detector
-from .trend_null import MIN_EVALS, WINDOW, loo_trend_t, satterthwaite_df, segment, threshold
+from .trend_null import (
+    MIN_EVALS,
+    WINDOW,
+    loo_trend_t,
+    satterthwaite_df,
+    segment,
+    segment_t,
+    threshold,
+)
 
 Floats = Sequence[float] | np.ndarray   # an eval history: a view's tuple or an array
 
@@ -162,13 +170,18 @@ class Evidence(NamedTuple):
 
 
 def trend_evidence(scores: Floats, progress: Floats, alpha: float,
-                   peers: Peers | None = None) -> Evidence | None:
-    """The test after the last of `scores`; None before MIN_EVALS or with no noise to see."""
+                   peers: Peers | None = None, rho_allowed: bool = True,
+                   noise: str = "series") -> Evidence | None:
+    """The test after the last of `scores`; None before MIN_EVALS or with no noise to see.
+    `rho_allowed` False: the noise is taken as independent (rho 0), whatever the lags say.
+    `noise`: sigma_hat from the whole series' second differences, or the segment's own
+    (`trend_null.NOISE_SOURCES`; the threshold is simulated for the same choice)."""
     n = len(scores)
     if n < MIN_EVALS:
         return None
     tail = np.asarray(scores[max(0, n - WINDOW):], dtype=float)
-    return evidence_at(series_stats(scores), tail, n, horizon(progress, n, alpha), peers)
+    return evidence_at(series_stats(scores), tail, n, horizon(progress, n, alpha), peers,
+                       rho_allowed, noise)
 
 
 def trend_replay(scores: Floats, progress: Floats, alpha: float,
@@ -192,21 +205,29 @@ def trend_replay(scores: Floats, progress: Floats, alpha: float,
 
 
 def evidence_at(stats: SeriesStats, tail: np.ndarray, n: int, looks: tuple[int, float],
-                peers: Peers | None) -> Evidence | None:
+                peers: Peers | None, rho_allowed: bool = True,
+                noise: str = "series") -> Evidence | None:
     """The test at look n from the series' statistics, its last (up to WINDOW) evals and the
     horizon (looks, alpha to spend)."""
-    nu = satterthwaite_df(n - 2)
     s0, d0 = peers.prior() if peers is not None else (0.0, 0)
-    var = (d0 * s0 + nu * stats.ssq / (6.0 * (n - 2))) / (d0 + nu)
-    if not var > 0.0:
-        return None
     lags = stats.lags + (peers.lags if peers is not None else 0.0)
-    rho = rho_from_lags(*lags[:3]) if lags[3] >= MIN_RHO_PAIRS else 0.0
+    rho = rho_from_lags(*lags[:3]) if rho_allowed and lags[3] >= MIN_RHO_PAIRS else 0.0
     values, valid = segment(tail[None, :], n, np.array([stats.best_at]))
-    t = float(loo_trend_t(values, valid, np.array([math.sqrt(var)]))[0])
+    if noise == "segment":
+        ts, dfs, sigmas = segment_t(values, valid, np.array([s0]), d0)
+        t, df, sigma = float(ts[0]), float(dfs[0]), float(sigmas[0])
+        if not (sigma > 0.0 and math.isfinite(t)):
+            return None
+    else:
+        nu = satterthwaite_df(n - 2)
+        var = (d0 * s0 + nu * stats.ssq / (6.0 * (n - 2))) / (d0 + nu)
+        if not var > 0.0:
+            return None
+        sigma, df = math.sqrt(var), d0 + nu
+        t = float(loo_trend_t(values, valid, np.array([sigma]))[0])
     t /= ar1_factor(rho, int(valid.sum()))
-    p = float(stdtr(d0 + nu, -t))
-    return Evidence(p, threshold(looks[0], d0, looks[1]), math.sqrt(var), rho, looks[0])
+    p = float(stdtr(df, -t))
+    return Evidence(p, threshold(looks[0], d0, looks[1], noise), sigma, rho, looks[0])
 
 
 class SeriesStats(NamedTuple):

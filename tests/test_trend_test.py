@@ -99,7 +99,7 @@ def test_calibration_cost_stops_growing_past_the_exact_horizons() -> None:
     """Thresholds for 1k..1M looks simulate no further than EXACT_LOOKS and keep PATHS x WINDOW
     evals; they fall with the looks (a longer life spends alpha more thinly), to 0 at most."""
     qs = [threshold(n, 0, 0.05) for n in (EXACT_LOOKS, 1_000, 10_000, 1_000_000)]
-    null = null_paths(0)
+    null = null_paths(0, "series")
     assert null.looks == EXACT_LOOKS and null.last.shape == (PATHS, WINDOW)
     assert qs[0] > qs[1] > qs[2] >= qs[3] >= 0.0
 

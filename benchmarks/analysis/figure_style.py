@@ -37,7 +37,7 @@ MARKERS = ("o", "s", "^", "v", "D", "P", "X", "h", "*", "p")
 LINESTYLES = ("-", "--", ":", "-.")
 # the registry's detector prefixes, in the order they take the palette (the paper's three first)
 FAMILIES = ("EvalStop", "StopAt", "LossPlateau", "Patience", "CUSUM", "BOCPD", "DeclineTest",
-            "MedianPruner", "TrendTest", "PeerPrior")
+            "MedianPruner", "TrendTest", "PeerPrior", "MaterialDecline")
 REFERENCE_GID = "reference"   # gid of every artist marking a reference cell (SVG id, tests)
 NA_GID = "n/a"                # gid of the text standing in for an undefined (NaN) bar
 ZERO_GID = "zero"             # gid of the "0" beside a bar of no width (a measured zero)
