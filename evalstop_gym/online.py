@@ -279,7 +279,8 @@ class RunMonitor:
         self._loss_given: list[bool] = []
         self._best = -1
         self._stop_at: int | None = None
-        self.reason = ""
+        self.reason = ""             # the stop in the metric's terms, then the detector's reason
+        self.detector_reason = ""    # the detector's own words, as the simulator records them
 
     @property
     def stopped(self) -> bool:
@@ -301,8 +302,22 @@ class RunMonitor:
                                 f"StopDecision (CONTINUE or stop(reason)); the eval at step "
                                 f"{step} is kept")
             if decision.stop:
-                self._stop_at, self.reason = len(self.steps) - 1, decision.reason or "stopped"
+                self._stop_at = len(self.steps) - 1
+                self.detector_reason = decision.reason or "stopped"
+                self.reason = self._stop_reason(self.detector_reason)
         return self.decision()
+
+    def _stop_reason(self, because: str) -> str:
+        """The stop in the metric's own terms (how far below its best, since which step, over
+        how many evals, what share of the gain), then the detector's own reason."""
+        scores = self._scores.window()
+        b, last = self._best, len(self.steps) - 1
+        worse = abs(scores[b] - scores[last])
+        gain = scores[b] - min(scores[:b + 1])
+        share = f", {worse / gain:.0%} of what the run had gained" if gain > 0 else ""
+        return (f"the eval is {worse:.4g} worse than its best ({self._sign * scores[b]:.6g} at "
+                f"step {self.steps[b]:g}) at step {self.steps[last]:g}, "
+                f"{last - b} evals after the best{share}; {self.detector.name}: {because}")
 
     def offer(self, step: float, value: float, loss: float | None = None,
               decide: bool = True) -> MonitorDecision | None:

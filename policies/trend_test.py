@@ -329,8 +329,9 @@ class TrendTest(DetectorBase):
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
         ev = self.evidence(job)
         if ev is not None and ev.p < ev.threshold:
-            return stop(f"sustained decline since the best eval: p {ev.p:.2g} below the "
-                        f"alpha={self.alpha:g} threshold {ev.threshold:.2g} for {ev.looks} looks")
+            return stop(f"a sustained decline since the best eval, beyond the eval-to-eval "
+                        f"noise: a decline this strong stops fewer than {self.alpha:.0%} of "
+                        f"healthy runs")
         return CONTINUE
 
     def on_job_end(self, job: SchedulerJobView) -> None:

@@ -76,7 +76,9 @@ def monitored_stops(jobs: list[Job], name: str) -> list[tuple[int | None, str]]:
             if decision.stop:
                 break
         group.end_run(monitor)
-        out.append((monitor.stop_index, monitor.reason))
+        assert monitor.reason.endswith(f"{monitor.detector.name}: {monitor.detector_reason}"
+                                       if monitor.stopped else "")
+        out.append((monitor.stop_index, monitor.detector_reason))
     return out
 
 

@@ -3,8 +3,9 @@
 The same seeded family of peaking and healthy runs, logged as a fraction, is logged again x0.01,
 x100, x1e4 and with an added offset; each run goes through a RunMonitor alone and through one
 MonitorGroup (peers ended in order, so cross-run detectors learn from them in the same units).
-Stop index and reason must not change. Every registered prefix is tried with its defaults, so a
-detector registered later is covered too.
+Stop index and the detector's reason must not change (the monitor's own summary quotes values
+in the metric's units, so it scales with them by design). Every registered prefix is tried with
+its defaults, so a detector registered later is covered too.
 
 Offset-invariant as well (tested): all of them. EvalStop, Patience, CUSUM, BOCPD and DeclineTest
 read only differences and ratios of differences of a run's evals (BOCPD's prior mean is the mean
@@ -59,7 +60,7 @@ def decisions(name: str, scale: float, offset: float, grouped: bool) -> list:
                 break
         if group:
             group.end_run(monitor)
-        out.append((monitor.stop_index, monitor.reason))
+        out.append((monitor.stop_index, monitor.detector_reason))
     return out
 
 
