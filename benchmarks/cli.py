@@ -38,6 +38,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "perf": ("evalstop_gym.benchmarks.perf.engine", "simulator performance benchmark"),
     "replay": ("evalstop_gym.benchmarks.detectors.replay", "replay a real trace or training log"),
     "corpus": ("evalstop_gym.benchmarks.corpus.build", "build the real-curve corpus"),
+    "which-detector": ("evalstop_gym.benchmarks.detectors.which_detector",
+                       "measure detectors (yours too) on simulated and real runs beside the "
+                       "oracle; resumable"),
     "train": ("evalstop_gym.benchmarks.rl.train", "train an SB3 agent on the env and score it"),
     "calibrate": ("evalstop_gym.benchmarks.sweep.calibrate",
                   "fit the lost constants to E2 (Optuna TPE), validate on E1/E3, sensitivity"),

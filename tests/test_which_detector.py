@@ -15,6 +15,9 @@ from evalstop_gym.benchmarks.detectors.oracle import BayesOracle
 from evalstop_gym.policies import DETECTORS, ComposedPolicy, PolicyNameError, SRTFEst, make_detector
 from evalstop_gym.simulate import resolve_config, simulate
 
+# public-run columns that pass the safety rule and tie, so simulated recall decides
+SAFE = {"design_recall": 0.5, "design_false_stops": 0.0, "fpr": 0.0}
+
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
@@ -34,7 +37,7 @@ def test_the_quick_run_renders_one_table_per_density(quick) -> None:
     section = (out / "which_detector.md").read_text()
     assert section.startswith(wd.START + "\n## Which detector?")
     assert section.count("| detector | recall | early |") == len(wd.DENSITIES)
-    assert section.count("| TrendTest-0.05 |") == len(wd.DENSITIES)
+    assert section.count("| TrendTest-0.05 |") == 2 * len(wd.DENSITIES)   # and the public table
     assert "**Default** (`DEFAULT_DETECTOR`" in section
     oracle = summary[summary.detector == wd.ORACLE]
     assert (oracle.share_of_oracle.dropna() == 1.0).all()
@@ -55,9 +58,9 @@ def test_the_recommendation_needs_safety_at_every_density() -> None:
     rows = []
     for density in wd.DENSITIES:
         rows += [{"density": density, "detector": "A", "recall": 0.9, "ar1_fpr": 0.01,
-                  "corpus_false_stops": 0.05 if density == "15%" else 0.0},
+                  "corpus_false_stops": 0.05 if density == "15%" else 0.0, **SAFE},
                  {"density": density, "detector": "B", "recall": 0.7, "ar1_fpr": 0.01,
-                  "corpus_false_stops": 0.0}]
+                  "corpus_false_stops": 0.0, **SAFE}]
     name, why = wd.recommend(pd.DataFrame(rows))
     assert name == "B" and "70.0%" in why
 
@@ -73,9 +76,10 @@ def test_the_oracle_is_not_a_detector_a_user_can_pick() -> None:
 def test_bad_options_fail_in_one_line_before_any_run(capsys) -> None:
     with pytest.raises(SystemExit):
         wd.main(["--n-jobs", "0"])
-    assert "--n-jobs must be >= 1" in capsys.readouterr().err
-    with pytest.raises(PolicyNameError):
+    assert "--n-jobs 0: expected a whole number >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
         wd.main(["--detectors", "NoSuch-1"])
+    assert "NoSuch" in capsys.readouterr().err
     with pytest.raises(SystemExit):   # the document the section goes into must exist
         wd.main(["--beyond", "no/such/BEYOND.md"])
     assert "--beyond no/such/BEYOND.md: no such file" in capsys.readouterr().err
@@ -105,9 +109,9 @@ def test_a_detector_whose_budget_rests_on_peers_is_never_the_default() -> None:
     rows = []
     for density in wd.DENSITIES:
         rows += [{"density": density, "detector": "PeerPrior-0.05", "recall": 0.8,
-                  "ar1_fpr": 0.01, "corpus_false_stops": 0.0},
+                  "ar1_fpr": 0.01, "corpus_false_stops": 0.0, **SAFE},
                  {"density": density, "detector": "TrendTest-0.05", "recall": 0.7,
-                  "ar1_fpr": 0.01, "corpus_false_stops": 0.0}]
+                  "ar1_fpr": 0.01, "corpus_false_stops": 0.0, **SAFE}]
     summary = pd.DataFrame(rows)
     assert wd.recommend(summary)[0] == "PeerPrior-0.05"
     assert wd.recommend(summary, alone=True)[0] == "TrendTest-0.05"
@@ -148,3 +152,58 @@ def test_a_recording_oracle_never_stops_and_keeps_each_jobs_peak() -> None:
     rlhf = [r for r in result.records if r["job_type"] == "rlhf"]
     assert {r["job_id"] for r in rlhf} == set(oracle.peaks)
     assert all(0.0 <= early <= peak <= 1.0 for peak, early in oracle.peaks.values())
+
+
+def test_an_interrupted_study_resumes_with_the_same_rows(quick, tmp_path, monkeypatch) -> None:
+    """Ctrl-C after four simulated runs: those four are saved, the command exits 130; the same
+    command again runs only the rest and writes the rows an uninterrupted study wrote."""
+    reference, _ = quick
+    real, calls = wd.sim_row, []
+
+    def interrupted(*args, **kwargs):
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    argv = ["--quick", "--seeds", "1", "--detectors", "TrendTest-0.05", "--out", str(tmp_path)]
+    monkeypatch.setattr(wd, "sim_row", interrupted)
+    assert wd.main(argv) == 130
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 4
+    assert not (tmp_path / "simulated.csv").exists()
+    resumed = []
+    monkeypatch.setattr(wd, "sim_row", lambda *a, **k: resumed.append(a) or real(*a, **k))
+    assert wd.main(argv) == 0
+    total = len(wd.NOISES) * len(wd.DENSITIES) * 2
+    assert len(resumed) == total - 4
+    assert not {a[:4] for a in resumed} & {a[:4] for a in calls}
+    for name in ("simulated.csv", "oracle_jobs.csv", "summary.csv"):
+        assert (tmp_path / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+def test_the_quick_run_judges_public_runs_and_draws_them(quick) -> None:
+    out, beyond = quick
+    summary = pd.read_csv(out / "summary.csv")
+    row = summary[summary.detector == "TrendTest-0.05"]
+    assert set(wd.PUBLIC_COLUMNS) <= set(summary.columns)
+    assert row[["design_recall", "design_false_stops"]].notna().any(axis=None)
+    section = (out / "which_detector.md").read_text()
+    assert "### Real public runs" in section and section.count("| TrendTest-0.05 | ") >= 8
+    assert (beyond.parent / "figures" / "beyond_public.png").stat().st_size > 0
+
+
+def test_the_default_is_named_by_real_runs_within_every_budget() -> None:
+    """A detector that stops public healthy runs, or breaks the simulator's FPR, is never the
+    default, however high its recall; of the safe ones the best on public declines wins."""
+    rows = []
+    for density in wd.DENSITIES:
+        base = {"density": density, "ar1_fpr": 0.01, "corpus_false_stops": 0.0, "fpr": 0.0,
+                "design_false_stops": 0.0}
+        rows += [{**base, "detector": "Loud-1", "recall": 0.99, "design_recall": 0.99,
+                  "design_false_stops": 0.04 if density == "native" else 0.0},
+                 {**base, "detector": "Noisy-1", "recall": 0.95, "design_recall": 0.95,
+                  "fpr": 0.02},
+                 {**base, "detector": "Real-1", "recall": 0.6, "design_recall": 0.8},
+                 {**base, "detector": "Sim-1", "recall": 0.9, "design_recall": 0.5}]
+    name, why = wd.recommend(pd.DataFrame(rows), alone=True)
+    assert name == "Real-1" and "80.0%" in why
