@@ -25,7 +25,7 @@ import pandas as pd
 
 from evalstop_gym.config import to_dict
 from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
-from evalstop_gym.isolation import check_readable_by_sandbox
+from evalstop_gym.isolation import check_readable_by_sandbox, sandboxed_sources
 from evalstop_gym.policies import make_policy
 from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import MODEL_PREFIX, is_file_ref, user_target
@@ -63,17 +63,29 @@ def references(exp: Experiment) -> dict[str, Mapping[str, Any]]:
 
 
 def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
-            policies: Sequence[str] = ()) -> Experiment:
-    """Load and fully validate an experiment (configs and policy names) before any run starts."""
+            policies: Sequence[str] = (), options: RunOptions = DEFAULT_OPTIONS) -> Experiment:
+    """Load and fully validate an experiment (configs and policy names) before any run starts.
+    With private seeds the user's code is imported and its names built in the policy's sandbox
+    only (`isolation.sandboxed_sources`), never in this process."""
     exp = own_name(load_experiment(name), name).with_overrides(overrides or {})
     exp = exp.with_policies(policies)
-    import_user_modules(exp.imports, option=f"{Path(name).name}: imports:")   # names they add
-    for cell in exp.cells:
-        make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
+    private = options.private_seeds is not None
+    if not private:
+        import_user_modules(exp.imports, option=f"{Path(name).name}: imports:")   # names added
+        for cell in exp.cells:
+            make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     exp = dataclasses.replace(exp, cells=tuple(   # a user's file, by the same path everywhere
         dataclasses.replace(c, base=absolute_user_name(c.base),
                             detector=absolute_user_name(c.detector)) for c in exp.cells))
+    if private:   # the digests the runs are keyed by, from the same child
+        sandboxed_sources([c.policy for c in exp.cells], all_imports(exp, options),
+                          options.timeout)
     return labelled_models(exp)
+
+
+def all_imports(exp: Experiment, options: RunOptions) -> tuple[str, ...]:
+    """--import's files, then the experiment file's own (`imports:`), each once."""
+    return tuple(dict.fromkeys((*options.imports, *exp.imports)))
 
 
 def own_name(exp: Experiment, given: str | Path) -> Experiment:
@@ -173,7 +185,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = Non
                    workers: int = 1, backend: str = "loky", address: str | None = None,
                    options: RunOptions = DEFAULT_OPTIONS) -> ExperimentOutput:
     """Sweep `exp` into OUT/<exp>/ and write its tables; its file's imports join `options`'."""
-    options = options._replace(imports=tuple(dict.fromkeys((*options.imports, *exp.imports))))
+    options = options._replace(imports=all_imports(exp, options))
     if options.private_seeds is not None:   # the policy's process, run as nobody, reads them
         check_readable_by_sandbox(options.imports)
         for cell in exp.cells:

@@ -37,6 +37,7 @@ import evalstop_gym
 import evalstop_gym.policies as policies
 from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
+from evalstop_gym.isolation import sandboxed_sources
 from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.policies import make_policy
 from evalstop_gym.policies.registry import import_user_modules, user_sources
@@ -147,7 +148,10 @@ def input_digest(cell: Cell, options: RunOptions = DEFAULT_OPTIONS) -> str:
     """Hash of what a cell's policy is built from outside the package: the source of the user
     modules it names (`mine.py:Name`) or that --import loads, and the bytes of a `model:` file and
     of the normaliser saved beside it; '' when there is none, so built-in cells keep their key."""
-    parts = [user_sources([cell.base, cell.detector], options.imports)]
+    if options.private_seeds is not None:   # imported in the policy's sandbox, not here
+        parts = [sandboxed_sources([cell.policy], options.imports, options.timeout)[cell.policy]]
+    else:
+        parts = [user_sources([cell.base, cell.detector], options.imports)]
     if cell.detector.startswith(MODEL_PREFIX):
         from evalstop_gym.policies.learned import model_files
 
@@ -166,8 +170,10 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     """Simulate one run; returns the run-file payload (row, job records, digest)."""
     start = time.perf_counter()
     engine, isolated, timeout, secret, imports = spec.options
-    import_user_modules(imports)   # a worker registers the user's names before building
-    if spec.inputs != input_digest(spec.cell, spec.options):
+    trusted = secret is None   # else the user's code runs in the policy's sandbox only (its
+    if trusted:                # digest was taken there, once, when the sweep was planned)
+        import_user_modules(imports)   # a worker registers the user's names before building
+    if trusted and spec.inputs != input_digest(spec.cell, spec.options):
         raise RuntimeError(f"{spec.filename}: the user's code or model behind "
                            f"{spec.cell.policy!r} changed during the sweep; run it again")
     if isolated:   # the policy decides in its own process, from serialised views
