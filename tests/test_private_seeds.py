@@ -132,6 +132,33 @@ def test_a_private_sweep_records_the_secrets_fingerprint_and_draws_other_jobs(tm
     assert plain != private
 
 
+def test_private_and_plain_runs_never_share_an_out(tmp_path, monkeypatch, capsys):
+    """Private then plain into one --out (or plain then private, or another secret) is refused in
+    one line, before any run: the private runs' files, which a random secret cannot make again,
+    stay as they were."""
+    from evalstop_gym.benchmarks import cli
+
+    exp, out = tiny_experiment(tmp_path), tmp_path / "out"
+    private = ["--isolate", "--private-seeds", "--policy-timeout", "60"]
+    monkeypatch.delenv(SECRET_ENV, raising=False)   # a random secret: its runs are unrepeatable
+    monkeypatch.delenv(SECRET_FILE_ENV, raising=False)
+    assert cli.main(["run", exp, "--out", str(out), *private]) == 0
+    made = {f: f.read_bytes() for f in (out / "snoop" / "runs").glob("*.json")}
+    capsys.readouterr()
+    for extra in ([], private):   # plain; private with another secret
+        if extra:
+            monkeypatch.setenv(SECRET_ENV, "another secret")
+        assert cli.main(["run", exp, "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and f"--out {out}: holds private-seed runs" in err
+        assert "choose another --out" in err
+    assert {f: f.read_bytes() for f in (out / "snoop" / "runs").glob("*.json")} == made
+    plain = tmp_path / "plain"
+    assert cli.main(["run", exp, "--out", str(plain)]) == 0
+    assert cli.main(["run", exp, "--out", str(plain), *private]) == 2
+    assert f"--out {plain}: holds plain runs" in capsys.readouterr().err
+
+
 def snooped(result) -> set[str]:
     return {r["stop_reason"] for r in result.records if r["stop_reason"]}
 
