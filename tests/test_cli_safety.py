@@ -80,6 +80,10 @@ def test_replay_writes_a_separate_csv(log_csv, tmp_path, capsys):
     (["report", "--out", "{dir}/o", "--calibration", "{dir}", "--reproduction",
       "{dir}/calibration.md"], "is also an input"),
     (["replay", "{log}", "--csv", "{dir}/missing/t.csv"], "does not exist; create it first"),
+    (["report", "--out", "{dir}/o", "--learned", "{dir}", "--reproduction", "{dir}/sub/R.md"],
+     "is inside the input folder"),
+    (["report", "--out", "{dir}/o", "--calibration", "{dir}", "--reproduction",
+      "{dir}/R.md"], "is inside the input folder"),
 ])
 def test_a_bad_output_path_fails_before_any_work(argv, needle, log_csv, a_file, tmp_path,
                                                   capsys):
@@ -89,6 +93,21 @@ def test_a_bad_output_path_fails_before_any_work(argv, needle, log_csv, a_file, 
     assert needle in err and ("--out" in err or "--csv" in err or "--reproduction" in err)
     assert not (tmp_path / "o").exists()   # report: OUT not even created
     assert a_file.read_text() == "keep me"
+
+
+def test_report_writes_nothing_inside_a_folder_it_reads(tmp_path, capsys):
+    """REPRODUCTION.md, figures/, BEYOND.md and --out, each inside a --learned folder: refused
+    in one line naming the option, before anything is written."""
+    learned = tmp_path / "ppo_stop"
+    learned.mkdir()
+    (learned / "results.csv").write_text("kept")
+    for extra in (["--reproduction", str(learned / "R.md")],
+                  ["--out", str(learned / "results"), "--reproduction", str(tmp_path / "R.md")]):
+        argv = ["report", "--out", str(tmp_path / "o"), "--learned", str(learned), *extra]
+        assert cli.main(argv) == 2
+        err = one_line_error(capsys)
+        assert f"is inside the input folder {learned}" in err
+        assert sorted(p.name for p in learned.iterdir()) == ["results.csv"]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a chmod 0o500 folder anyway; "

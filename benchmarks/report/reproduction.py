@@ -61,12 +61,14 @@ def check_outputs(args: argparse.Namespace) -> None:
     """REPRODUCTION.md, and BEYOND.md and figures/ beside it, writable before any run starts."""
     from ..usage import check_output
 
+    folders = [*args.learned, *(args.calibration or ())]   # read: nothing written inside them
     inputs = [*(Path(d) / "results.csv" for d in args.learned),
-              *(Path(d) / "calibration.md" for d in args.calibration or ())]
+              *(Path(d) / "calibration.md" for d in args.calibration or ()), *folders]
     report = check_output(args.reproduction, "--reproduction", "file", inputs)
-    check_output(report.parent / "figures", "--reproduction", "dir")
+    check_output(report.parent / "figures", "--reproduction", "dir", folders)
     if args.beyond:
-        check_output(report.parent / "BEYOND.md", "--reproduction", "file")
+        check_output(report.parent / "BEYOND.md", "--reproduction", "file", folders)
+    check_output(args.out, "--out", "dir", folders)
 
 
 def claim_rows(runs: Mapping[str, pd.DataFrame]) -> list[Row]:
