@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from evalstop_gym.config import to_dict
-from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
+from evalstop_gym.experiment import Cell, Experiment, list_experiments, load_experiment
 from evalstop_gym.isolation import check_readable_by_sandbox, sandboxed_sources
 from evalstop_gym.policies import make_policy
 from evalstop_gym.policies.registry import import_user_modules
@@ -71,7 +71,8 @@ def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
     exp = exp.with_policies(policies)
     private = options.private_seeds is not None
     if not private:
-        import_user_modules(exp.imports, option=f"{Path(name).name}: imports:")   # names added
+        import_user_modules(all_imports(exp, options),   # together: no name registered twice
+                            option=f"{Path(name).name}: imports:")
         for cell in exp.cells:
             make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     exp = dataclasses.replace(exp, cells=tuple(   # a user's file, by the same path everywhere
@@ -127,13 +128,28 @@ def _user_file_renamed(name: str, rename: Callable[[Path], str]) -> str:
     return f"{rename(Path(target))}:{name[len(target) + 1:]}"
 
 
+def user_labels(cells: Sequence[Cell]) -> dict[str, str]:
+    """Each policy's label with its user files named by their file name alone; where two files
+    share a name (a/mine.py, b/mine.py), by their folder's and file's, else with a hash of their
+    path, so that two users' files never become one cell (one label, one run file name)."""
+    renames: list[Callable[[Path], str]] = [
+        lambda path: path.name, lambda path: f"{path.parent.name}/{path.name}",
+        lambda path: f"{path.name}~{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"]
+    labels: dict[str, str] = {}
+    for rename in renames:
+        labels = {c.policy: dataclasses.replace(
+            c, base=_user_file_renamed(c.base, rename),
+            detector=_user_file_renamed(c.detector, rename)).policy for c in cells}
+        if len(set(labels.values())) == len(labels):
+            break
+    return labels
+
+
 def labelled_models(exp: Experiment) -> Experiment:
     """`model:` cells without a label get a readable one, `ppo_stop+SRTF-Est`: the model file's
     name (with its folder's when two models share a file name); cells of a user's file,
     `mine.py:SlopeStop-3+SRTF-Est` (the file's name without its folder)."""
-    short = {c.policy: dataclasses.replace(c, base=short_user_name(c.base),
-                                           detector=short_user_name(c.detector)).policy
-             for c in exp.cells if not c.detector.startswith(MODEL_PREFIX)}
+    short = user_labels([c for c in exp.cells if not c.detector.startswith(MODEL_PREFIX)])
     exp = dataclasses.replace(exp, cells=tuple(
         dataclasses.replace(c, label=short[c.policy])
         if not c.label and short.get(c.policy, c.policy) != c.policy else c for c in exp.cells))
