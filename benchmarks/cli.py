@@ -116,11 +116,12 @@ def user_errors() -> tuple[type[Exception], ...]:
     """The errors a user's input causes, reported in one line (exit code 2). Read once a
     command has run, so the entry point imports neither the policies nor the sweep machinery."""
     from evalstop_gym.policies import PolicyNameError
+    from evalstop_gym.sim.protocols import PolicyAnswerError
 
     from .sweep.runner import BackendError
 
     return (ConfigError, PolicyNameError, BackendError, OutputError, PolicyProcessError,
-            UsageError)
+            PolicyAnswerError, UsageError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
