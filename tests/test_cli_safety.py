@@ -445,3 +445,44 @@ def test_a_foreign_or_empty_runs_csv_under_out_is_named_before_any_run(content, 
     err = one_line_error(capsys)
     assert str(out / "mine" / "runs.csv") in err and needle in err
     assert not (out / "tiny").exists()
+
+
+def test_report_refuses_another_tools_learned_folder_before_any_run(tmp_path, capsys):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "results.csv").write_text("step,loss\n1,0.5\n")
+    (foreign / "results.json").write_text('{"args": {"lr": 0.1}}')
+    assert cli.main(["report", "--out", str(tmp_path / "o"), "--learned", str(foreign),
+                     "--reproduction", str(tmp_path / "R.md")]) == 2
+    err = one_line_error(capsys)
+    assert f"--learned {foreign}: not a folder of `evalstop-bench train`" in err
+    assert "lacking: policy, seed" in err and not (tmp_path / "o").exists()
+    (foreign / "results.json").write_bytes(b"\xff\xfe\x00binary")
+    assert cli.main(["report", "--out", str(tmp_path / "o"), "--learned", str(foreign),
+                     "--reproduction", str(tmp_path / "R.md")]) == 2
+    assert "UnicodeDecodeError" in one_line_error(capsys)
+
+
+def test_report_refuses_a_binary_or_file_calibration_before_any_run(tmp_path, capsys):
+    binary = tmp_path / "cal.bin"
+    binary.write_bytes(bytes(range(256)))
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    (folder / "calibration.md").write_bytes(bytes(range(256)))
+    for given, needle in ((binary, "is a file; expected a folder"),
+                          (folder, "calibration.md is not text (UTF-8)")):
+        assert cli.main(["report", "--out", str(tmp_path / "o"), "--learned",
+                         "--calibration", str(given), "--reproduction",
+                         str(tmp_path / "R.md")]) == 2
+        err = one_line_error(capsys)
+        assert err.startswith("evalstop-bench report: error: --calibration") and needle in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_names_a_learned_folder_without_results(tmp_path, caplog):
+    from evalstop_gym.benchmarks.report.learned import learned_section
+
+    empty = tmp_path / "ppo_stop"
+    empty.mkdir()
+    assert learned_section([empty]) == ""
+    assert f"--learned {empty}: no results.csv and results.json" in caplog.text
