@@ -118,6 +118,10 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
 
         import_user_modules(imports)
     config = resolve_config(config)
+    if isolated and engine == "native":
+        raise ValueError("engine='native' with isolated=True: an isolated policy decides in "
+                         "another process, so it runs on the reference engine; use engine="
+                         "'auto' or 'python'")
     if isolated:
         from .isolation import IsolatedPolicy, check_timeout
 
@@ -127,8 +131,8 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
             resolve_policy(policy)   # a bad name fails here, before a process starts
         with IsolatedPolicy(policy, timeout, sandbox=secret is not None,
                             imports=imports) as remote:
-            result = run_policy(config, remote, seed, "native" if engine == "native" else
-                                "python", secret.workload_seed(seed) if secret else seed)
+            result = run_policy(config, remote, seed, "python",
+                                secret.workload_seed(seed) if secret else seed)
         result.private_seed = secret.fingerprint if secret else ""
         return result
     if timeout is not None or private_seeds is not False:

@@ -106,6 +106,10 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     if (timeout is not None or private) and not isolate:
         raise UsageError("--policy-timeout and --private-seeds apply to isolated runs: add "
                          "--isolate")
+    if isolate and getattr(args, "engine", None) == "native":
+        raise UsageError("--engine native --isolate: an isolated policy decides in another "
+                         "process, so its runs use the reference engine; use --engine auto or "
+                         "python with --isolate")
     if timeout is not None and not 0 < timeout < float("inf"):
         raise UsageError(f"--policy-timeout {timeout}: expected seconds > 0 per decision")
     try:
