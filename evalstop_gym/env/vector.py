@@ -96,11 +96,17 @@ class EvalStopClusterVectorEnv(VectorEnv):
         SyncVectorEnv), seeded per Gymnasium's vector convention."""
         seeds = EpisodeSeeds.spread(seed, self.num_envs)
         mask = np.ones(self.num_envs, dtype=bool)
+        if options is not None and (not isinstance(options, dict) or set(options) - {"reset_mask"}):
+            raise ValueError(f"options={options!r:.60}: expected None or a dict whose one key is "
+                             f"'reset_mask' (a bool array of shape ({self.num_envs},))")
         if options and "reset_mask" in options:
             mask = np.asarray(options["reset_mask"])
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
                 raise ValueError(f"options['reset_mask']: expected a bool array of shape "
                                  f"({self.num_envs},) with at least one True")
+        if not self._started and not mask.all():
+            raise ValueError("options['reset_mask']: the first reset() resets every env (none "
+                             "has an episode yet); a mask applies to the resets after it")
         indices = np.flatnonzero(mask).tolist()
         self.core.reset(indices, self.seeds.draw(indices, [seeds[i] for i in indices]))
         self._autoreset[indices] = False
