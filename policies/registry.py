@@ -33,6 +33,7 @@ from .user_code import (
     import_user_code,
     is_file_ref,
     is_user_ref,
+    split_args,
     user_target,
 )
 from .user_code import source_digest as _source_digest
@@ -148,7 +149,7 @@ def make_detector(name: str) -> Detector | None:
             raise PolicyNameError(f"detector {name!r}: {exc}") from None
     if is_user_ref(name):
         return _user(name, "detector", Detector)
-    prefix, *args = name.split("-")
+    prefix, *args = split_args(name)
     bad = [a for a in args if not _finite_or_word(a)]
     if bad:
         raise PolicyNameError(f"detector {name!r}: parameter {bad[0]!r} must be a finite number")
