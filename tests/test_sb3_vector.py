@@ -140,3 +140,17 @@ def test_the_adapters_seed_is_none_or_a_whole_number(seed):
     adapter = VectorEnvAdapter.make(2, seed=None, **SMALL)
     with pytest.raises(ValueError, match=message):
         adapter.seed(seed)
+
+
+def test_the_adapter_takes_one_action_per_env_and_none_after_close():
+    """(num_envs,) or (num_envs, 1) actions; a (2, 2) array for 4 envs is refused, not
+    reshaped; a step after close() is refused."""
+    adapter = VectorEnvAdapter.make(4, seed=0, **SMALL)
+    adapter.reset()
+    adapter.step(np.zeros((4, 1), dtype=np.int64))
+    with pytest.raises(ValueError, match=r"^actions: expected 4 values, each 0 \(continue\) or "
+                                         r"1 \(stop\); got shape \(2, 2\)"):
+        adapter.step(np.zeros((2, 2), dtype=np.int64))
+    adapter.close()
+    with pytest.raises(RuntimeError, match=r"^step\(\) after close\(\): the env is closed"):
+        adapter.step(np.zeros(4, dtype=np.int64))

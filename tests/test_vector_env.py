@@ -340,3 +340,12 @@ def test_reset_options_other_than_a_dict_of_reset_mask_are_one_line(options):
         env.reset(options=mask)
     env.reset(seed=1)
     env.reset(options=mask)   # the allowed form, once every env has an episode
+
+
+def test_step_and_reset_after_close_are_refused():
+    env = EvalStopClusterVectorEnv(**{"num_envs": 2, **SMALL})
+    env.reset(seed=0)
+    env.close()
+    for call in (lambda: env.step(np.zeros(2, dtype=np.int64)), lambda: env.reset(seed=0)):
+        with pytest.raises(RuntimeError, match=r"\(\) after close\(\): the env is closed"):
+            call()

@@ -136,7 +136,10 @@ class VectorEnvAdapter(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         if not self._started:
             raise RuntimeError("VectorEnvAdapter: call reset() before step() (as every VecEnv)")
-        self.actions = check_stop(np.reshape(actions, -1), self.num_envs)
+        self.venv._check_open("step")
+        array = np.asarray(actions)   # (num_envs,) as predict() gives, or one column of them
+        self.actions = check_stop(array[:, 0] if array.ndim == 2 and array.shape[1:] == (1,)
+                                  else array, self.num_envs)
 
     def step_wait(self) -> VecEnvStepReturn:
         core = self.core
