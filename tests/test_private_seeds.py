@@ -71,6 +71,25 @@ def test_the_secret_comes_from_the_environment_or_a_key_file(tmp_path, monkeypat
     assert "from a file" not in repr(SeedSecret("from a file"))
 
 
+def test_two_secret_sources_are_refused_and_a_shared_key_file_is_warned_about(
+        tmp_path, monkeypatch, caplog):
+    key = tmp_path / "key"
+    key.write_text("from a file\n")
+    key.chmod(0o600)
+    monkeypatch.setenv(SECRET_FILE_ENV, str(key))
+    monkeypatch.setenv(SECRET_ENV, "from the environment")
+    with pytest.raises(ValueError, match=rf"^both {SECRET_ENV} and {SECRET_FILE_ENV} are set; "
+                                         r"unset one"):
+        SeedSecret.load()
+    monkeypatch.delenv(SECRET_ENV)
+    SeedSecret.load()
+    assert "readable by other users" not in caplog.text   # 600: nothing to say
+    key.chmod(0o644)
+    assert SeedSecret.load().fingerprint == SeedSecret("from a file").fingerprint
+    assert f"the key file {key} is readable by other users" in caplog.text
+    assert "chmod 600" in caplog.text
+
+
 class Recording(IsolatedPolicy):
     """IsolatedPolicy that keeps a pickled copy of everything it sends its child."""
 
