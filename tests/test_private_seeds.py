@@ -198,15 +198,14 @@ def test_a_private_policy_cannot_read_the_sweeps_run_files(shared_dir, small_con
 
     monkeypatch.setenv(SECRET_ENV, "sweep secret")
     exp = tiny_experiment(shared_dir)
-    out = shared_dir / "out"
-    assert cli.main(["run", str(exp), "--out", str(out)]) == 0
-    run_file = next((out / "snoop" / "runs").glob("*.json"))
-    snooper = Snooper(str(run_file))
-    assert snooped(simulate(small_config, snooper, 1, isolated=True)) == {"read"}
+    out = shared_dir / "out"   # (a plain sweep's OUT is refused: its runs would be replaced)
     assert cli.main(["run", str(exp), "--out", str(out), "--isolate", "--private-seeds"]) == 0
     assert out.stat().st_mode & 0o777 == 0o700
+    run_file = next((out / "snoop" / "runs").glob("*.json"))
     fingerprint = SeedSecret("sweep secret").fingerprint
     assert json.loads(run_file.read_text())["private_seed"] == fingerprint
+    snooper = Snooper(str(run_file))
+    assert snooped(simulate(small_config, snooper, 1, isolated=True)) == {"read"}   # as root
     private = simulate(small_config, snooper, 1, isolated=True, private_seeds=True)
     assert snooped(private) == {"denied: PermissionError"}
 
