@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sweep_gate import finish, gated_process, gone, start, wait_for
+from sweep_gate import end, finish, gated_process, gone, start, wait_for
 
 from evalstop_gym.benchmarks import cli, durable
 from evalstop_gym.benchmarks.durable import OutputError, out_lock
@@ -80,12 +80,13 @@ def test_a_second_process_waits_or_refuses_and_stale_files_go_only_under_the_loc
     stale = out / "e" / "runs" / ".tmp-left.part.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from evalstop_gym.benchmarks.durable import "
-         "out_lock\nwith out_lock(sys.argv[1]):\n print('held', flush=True); time.sleep(30)",
-         str(out)], stdout=subprocess.PIPE, text=True)
+    held = tmp_path / "held"
+    holder = start(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from evalstop_gym."
+         "benchmarks.durable import out_lock\nwith out_lock(sys.argv[1]):\n Path(sys.argv[2])."
+         "touch(); time.sleep(30)", str(out), str(held)])
     try:
-        assert holder.stdout.readline().strip() == "held"   # it removed the stale file
+        wait_for(held.exists, holder, "the lock held by the other process")
         assert not stale.exists()
         stale.write_text("{")                                # as if its own write were under way
         with pytest.raises(OutputError, match="another sweep is writing to this folder"):
@@ -93,8 +94,7 @@ def test_a_second_process_waits_or_refuses_and_stale_files_go_only_under_the_loc
                 pass
         assert stale.exists(), "a sweep without the lock must not touch temp files"
     finally:
-        holder.kill()
-        holder.wait()
+        end(holder)
     with out_lock(out, wait=False):
         assert not stale.exists()
         with out_lock(out, wait=False):   # re-entrant in one process
