@@ -119,14 +119,28 @@ def user_errors() -> tuple[type[Exception], ...]:
     """The errors a user's input causes, reported in one line (exit code 2). Read once a
     command has run, so the entry point imports neither the policies nor the sweep machinery."""
     from evalstop_gym.policies import PolicyNameError
+    from evalstop_gym.sim.protocols import PolicyAnswerError
 
     from .sweep.runner import BackendError
 
     return (ConfigError, PolicyNameError, BackendError, OutputError, PolicyProcessError,
-            UsageError)
+            PolicyAnswerError, UsageError)
+
+
+def interruptible() -> None:
+    """Ctrl-C raises KeyboardInterrupt however the command was started: a shell that runs it in
+    the background (`evalstop-bench run ... &` in a script) starts it with SIGINT ignored, and
+    Python then installs no handler of its own. Only in the main thread, which signals reach."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:   # the console script (not a caller's own process): its SIGINT is its own
+        interruptible()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser([named_command(argv) or ""]).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -146,8 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("evalstop-bench: interrupted; finished runs are kept, run again to resume",
-              file=sys.stderr)
+        resumable = args.command in ("run", "report")   # their runs are files, read back
+        print("evalstop-bench: interrupted" + ("; finished runs are kept, run again to resume"
+                                               if resumable else ""), file=sys.stderr)
         return 130
 
 

@@ -31,7 +31,8 @@ def check_output(path: str | Path, option: str, kind: str = "file",
     """A user's output path, checked before any work starts so that a long computation never
     ends in a traceback, and never replaces one of its own inputs: `kind` is "file" or "dir";
     raises UsageError (one line naming `option`) when the path is of the other kind, lies under
-    a regular file, is in a folder that cannot be written, or is the same file as an input."""
+    a regular file, is in a folder that cannot be written, is the same file as an input, or lies
+    inside an input that is a folder (a log folder, a training run's folder)."""
     path = Path(path)
     where = f"{option} {path}"
     if kind == "file" and path.is_dir():
@@ -42,6 +43,11 @@ def check_output(path: str | Path, option: str, kind: str = "file",
         if _same_file(path, Path(given)):
             raise UsageError(f"{where}: is also an input ({given}); writing it would replace "
                              "it: choose another output path")
+    target = Path(os.path.abspath(path)).resolve()
+    for given in inputs:
+        if Path(given).is_dir() and Path(given).resolve() in target.parents:
+            raise UsageError(f"{where}: is inside the input folder {given}; writing it would "
+                             "replace or add to what was read: choose a path outside it")
     ancestor = path if kind == "dir" else path.parent
     ancestor = Path(os.path.abspath(ancestor))
     while not ancestor.exists():

@@ -36,12 +36,16 @@ privileges (numpy, evalstop_gym and its policies; a warning says so).
 A policy named by a registered name from the user's own code (`--import mine.py`) is built after
 the child imports that code (`imports`), inside the sandbox and within the first answer's
 deadline. As `nobody` the child reads only world-readable files, so the user's files are checked
-for that before the child starts (`check_readable_by_sandbox`).
+for that before the child starts (`check_readable_by_sandbox`, which reads, never imports). With
+private seeds the trusted side never imports the user's files at all: their names are checked
+and their digests (the runs' cache key) taken in a sandboxed child too (`sandboxed_sources`).
+Without them (`--isolate` alone) the sweep imports them to check names: trusted code only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -57,6 +61,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .experiment import is_file_ref, split_policy, user_target
 from .private_seeds import SECRET_ENV, SECRET_FILE_ENV, readable_by_others, warn_once
 from .sim.protocols import Action, Allocation, Policy, StopDecision, capabilities
 from .sim.view import ClusterView, SchedulerJobView
@@ -284,23 +289,79 @@ def _without_env(*names: str) -> Iterator[None]:
 
 def check_readable_by_sandbox(imports: Sequence[str], policy: str = "") -> None:
     """Refuses (PolicyProcessError, one line saying what to do) a user's file that the sandboxed
-    child, run as `nobody` when this process is root, could not read: an `imports` entry, a file
-    a policy name names (`mine.py:Name`), or a helper either imported. Same user: nothing to
-    check."""
+    child, run as `nobody` when this process is root, could not read: an `imports` entry or a
+    file a policy name names (`mine.py:Name`). Read from the file system only: nothing is
+    imported here (a helper nobody cannot read fails in the child, naming it). Same user:
+    nothing to check."""
     if os.name != "posix" or os.geteuid() != 0:
         return
-    from .experiment import split_policy
-    from .policies.user_code import source_files, user_target
-
     named = [t for t in map(user_target, split_policy(policy) if policy else ()) if t]
     for ref in (*imports, *named):
-        for path in source_files(ref):
-            if not readable_by_others(path):
-                raise PolicyProcessError(
-                    f"{ref}: {path} is not readable by user {UNPRIVILEGED_USER}, whom a "
-                    f"private-seeds policy runs as; copy it (and the helpers it imports) to a "
-                    f"folder every user can read (chmod a+rx on its folders, a+r on the files) "
-                    f"and name it there")
+        path = Path(ref).expanduser()
+        if is_file_ref(ref) and path.is_file() and not readable_by_others(path):
+            raise PolicyProcessError(
+                f"{ref}: {path} is not readable by user {UNPRIVILEGED_USER}, whom a "
+                f"private-seeds policy runs as; copy it (and the helpers it imports) to a "
+                f"folder every user can read (chmod a+rx on its folders, a+r on the files) "
+                f"and name it there")
+
+
+_PROBED: dict[tuple, dict[str, str]] = {}   # (imports, their bytes) -> name -> its digest
+
+
+def sandboxed_sources(names: Sequence[str], imports: Sequence[str] = (),
+                      timeout: float | None = None) -> dict[str, str]:
+    """Each policy name's `user_sources` digest (its runs' cache key), worked out where a
+    private policy runs, never in this process: a sandboxed child (as nobody when root, without
+    the secret, in an empty folder) imports `imports`, builds every name (a bad one is a
+    one-line PolicyProcessError) and answers the digests. Answers are kept per content of the
+    named files, so a sweep's cells cost one child."""
+    refs = [*imports, *(t for n in names for t in map(user_target, split_policy(n)) if t)]
+    key = (tuple(imports), tuple(_bytes_of(ref) for ref in refs))
+    known = _PROBED.setdefault(key, {})
+    todo = [n for n in dict.fromkeys(names) if n not in known]
+    if todo:
+        check_readable_by_sandbox(imports)
+        for name in todo:
+            check_readable_by_sandbox((), name)
+        known.update(_probe(todo, tuple(imports), check_timeout(timeout) + STARTUP_S))
+    return {n: known[n] for n in names}
+
+
+def _bytes_of(ref: str) -> str:
+    path = Path(ref).expanduser()
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ref
+
+
+def _probe(names: Sequence[str], imports: tuple[str, ...], wait: float) -> dict[str, str]:
+    context = multiprocessing.get_context("spawn")
+    conn, child_end = context.Pipe(duplex=False)
+    sandbox = make_sandbox()
+    process = context.Process(target=probe_child, args=(child_end, sandbox, imports,
+                                                          tuple(names)),
+                              daemon=True, name="evalstop-user-code-probe")
+    try:
+        with _ENV_LOCK, _without_env(SECRET_ENV, SECRET_FILE_ENV):
+            process.start()
+        child_end.close()
+        if not conn.poll(wait):
+            raise PolicyTimeout(f"the sandboxed import of {', '.join(imports or names)} gave "
+                                f"no answer within {wait:g} s; its process was killed")
+        try:
+            ok, value = json.loads(conn.recv_bytes())
+        except (EOFError, OSError, ValueError):
+            ok, value = False, f"its process died (exit code {process.exitcode})"
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join()
+        conn.close()
+        shutil.rmtree(sandbox.workdir, ignore_errors=True)
+    if not ok or not isinstance(value, dict):
+        raise PolicyProcessError(f"{value} (imported in the policy's sandbox"
+                                 + (f", as user {UNPRIVILEGED_USER}" if sandbox.uid is not None
+                                    else "") + ")")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 # ------------------------------------------------------------------ the child's side
@@ -337,6 +398,26 @@ def serve(conn: Any, payload: str | bytes, sandbox: Sandbox | None = None,
         except Exception as exc:  # reported to the parent, which raises PolicyProcessError
             reply = [False, f"{type(exc).__name__}: {exc}"]
         conn.send_bytes(json.dumps(reply).encode())
+
+
+def probe_child(conn: Any, sandbox: Sandbox, imports: Sequence[str],
+                names: Sequence[str]) -> None:
+    """`sandboxed_sources`' child: in the sandbox, import the user's code, build each name and
+    answer its digest (or the first error, in one line)."""
+    try:
+        enter(sandbox)
+        from evalstop_gym.policies import parse_policy
+        from evalstop_gym.policies.registry import import_user_modules, user_sources
+
+        import_user_modules(imports)
+        digests = {}
+        for name in names:
+            parse_policy(name)
+            digests[name] = user_sources(split_policy(name), imports)
+        reply = [True, digests]
+    except Exception as exc:
+        reply = [False, " ".join(str(exc).split()) or type(exc).__name__]
+    conn.send_bytes(json.dumps(reply).encode())
 
 
 def enter(sandbox: Sandbox) -> None:

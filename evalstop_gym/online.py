@@ -33,6 +33,7 @@ from .sim.view import ClusterView, SchedulerJobView
 from .sim.workload import JOB_TYPES
 
 log = logging.getLogger(__name__)
+UNIT_RANGE = 1e150   # |eval| within [1 / UNIT_RANGE, UNIT_RANGE] (or 0): decisions unit-free
 
 DEFAULT_DETECTOR: str = "TrendTest-0.05"
 """The detector RunMonitor and every integration use unless told otherwise (a registry name).
@@ -375,6 +376,11 @@ class RunMonitor:
                              f"step={step:g}: expected a step >= 0")
         if self.max_steps is not None and step > self.max_steps:
             raise ValueError(f"step={step:g}: past max_steps={self.max_steps:g}")
+        if value and not 1 / UNIT_RANGE <= abs(value) <= UNIT_RANGE and "units" not in self._warned:
+            self._warned.add("units")   # squares and sums of such values overflow or vanish
+            log.warning("value=%g: beyond 1e+-%g, where detectors no longer decide alike in any "
+                        "units; rescale the metric (e.g. report it in other units)", value,
+                        math.log10(UNIT_RANGE))
         self._append(step, value, loss)
 
     def _append(self, step: float, value: float, loss: float | None) -> None:

@@ -47,16 +47,25 @@ class SeedSecret:
     @classmethod
     def load(cls) -> SeedSecret:
         """From $EVALSTOP_SEED_SECRET, else the file $EVALSTOP_SEED_SECRET_FILE names, else a
-        random secret made once per process (private, but not reproducible)."""
+        random secret made once per process (private, but not reproducible). Both set is a
+        ValueError (which secret a run used must not hang on a precedence rule); a key file
+        other users can read (the policy's `nobody` among them) is warned about."""
+        if os.environ.get(SECRET_ENV) and os.environ.get(SECRET_FILE_ENV):
+            raise ValueError(f"both {SECRET_ENV} and {SECRET_FILE_ENV} are set; unset one, so "
+                             f"that the secret the runs use is the one you meant")
         if os.environ.get(SECRET_ENV):
             return cls(os.environ[SECRET_ENV].strip())
         if os.environ.get(SECRET_FILE_ENV):
             path = Path(os.environ[SECRET_FILE_ENV])
             try:
-                return cls(path.read_bytes().strip())
+                secret = cls(path.read_bytes().strip())
             except OSError as exc:
                 raise ValueError(f"{SECRET_FILE_ENV}={str(path)!r}: cannot read the seed secret "
                                  f"({exc.strerror})") from None
+            if os.name == "posix" and path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
+                warn_once(f"private seeds: the key file {path} is readable by other users (a "
+                          f"policy run as one of them can read the secret); chmod 600 it")
+            return secret
         if not _FRESH:
             _FRESH.append(secrets.token_bytes(32))
             log.warning("private seeds: no %s or %s, so a random secret for this process "

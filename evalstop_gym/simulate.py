@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .config import ConfigError, SimConfig, check_feasible
-from .experiment import platform_config
+from .experiment import platform_config, split_policy, user_target
 from .metrics import aggregate, job_record
 from .private_seeds import SeedSecret, check_private_config
 from .sim import native
@@ -108,30 +108,44 @@ def simulate(config: str | os.PathLike | SimConfig, policy: str | Policy, seed: 
     salted with a secret the child never sees, in a hardened child; the result's `private_seed`
     names the secret's fingerprint. Different workloads from the plain run's, reproducible with
     the secret. `imports`: the user's files or modules whose registered names `policy` uses,
-    imported first (in the isolated child too).
+    imported first (in the isolated child too). With private seeds a user's file (`imports`,
+    `mine.py:Name`) is imported only in the sandboxed child, never in this process.
     """
     seed = check_seed(seed)
-    if imports:
+    untrusted = isolated and private_seeds is not False   # its code runs in the sandbox only
+    if imports and not untrusted:
         from .policies.registry import import_user_modules
 
         import_user_modules(imports)
     config = resolve_config(config)
+    if isolated and engine == "native":
+        raise ValueError("engine='native' with isolated=True: an isolated policy decides in "
+                         "another process, so it runs on the reference engine; use engine="
+                         "'auto' or 'python'")
     if isolated:
         from .isolation import IsolatedPolicy, check_timeout
 
         timeout = check_timeout(timeout)
         secret = private_secret(private_seeds, config)
-        resolve_policy(policy)   # a bad name fails here, before a process starts
+        if not (untrusted and (imports or names_user_code(policy))):   # else the child's
+            resolve_policy(policy)   # a bad name fails here, before a process starts
         with IsolatedPolicy(policy, timeout, sandbox=secret is not None,
                             imports=imports) as remote:
-            result = run_policy(config, remote, seed, "native" if engine == "native" else
-                                "python", secret.workload_seed(seed) if secret else seed)
+            result = run_policy(config, remote, seed, "python",
+                                secret.workload_seed(seed) if secret else seed)
         result.private_seed = secret.fingerprint if secret else ""
         return result
     if timeout is not None or private_seeds is not False:
         raise ValueError(f"timeout={timeout!r}, private_seeds={private_seeds!r}: these apply to "
                          f"isolated runs only (add isolated=True)")
     return run_policy(config, policy, seed, engine, seed)
+
+
+def names_user_code(policy: str | Policy) -> bool:
+    """Whether building the policy name `policy` runs code from outside the package: a user's
+    file or module (`mine.py:Name`) or a saved model (`model:`, unpickled)."""
+    return isinstance(policy, str) and any(
+        user_target(part) or part.startswith("model:") for part in split_policy(policy))
 
 
 def run_policy(config: SimConfig, policy: str | Policy, seed: int, engine: str | None,

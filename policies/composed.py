@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evalstop_gym.sim.protocols import Allocation, BaseScheduler, Detector, StopDecision
+from evalstop_gym.sim.protocols import (
+    Allocation,
+    BaseScheduler,
+    Detector,
+    StopDecision,
+    checked_decision,
+)
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 
@@ -28,7 +34,7 @@ class ComposedPolicy:
         self.milestones = tuple(detector.milestones)
 
     def on_check(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        return self.detector.decide(job, cluster)
+        return checked_decision(self.detector.name, self.detector.decide(job, cluster))
 
     def schedule(self, cluster: ClusterView, waiting: Sequence[SchedulerJobView],
                  running: Sequence[SchedulerJobView]) -> Allocation:

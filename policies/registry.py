@@ -8,8 +8,11 @@ A detector name is a registered prefix followed by dash-separated numeric parame
 
 from __future__ import annotations
 
+import logging
 import math
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from evalstop_gym.experiment import split_policy
@@ -24,8 +27,18 @@ from .loss_plateau import LossPlateau
 from .sjf_est import SJFEst
 from .srtf_est import SRTFEst
 from .stop_at import StopAt
-from .user_code import UserCodeError, build_user_object, import_user_code, is_user_ref, user_target
+from .user_code import (
+    UserCodeError,
+    build_user_object,
+    import_user_code,
+    is_file_ref,
+    is_user_ref,
+    split_args,
+    user_target,
+)
 from .user_code import source_digest as _source_digest
+
+log = logging.getLogger(__name__)
 
 NO_DETECTOR = ("none", "NoStop")
 
@@ -44,17 +57,50 @@ USAGE: dict[str, str] = {}   # prefix -> what its arguments must be, for error m
 
 
 def register_detector(prefix: str, factory: Callable[[list[str]], Detector],
-                      usage: str = "") -> None:
+                      usage: str = "", override: bool = False) -> None:
     """Make `prefix[-arg...]` a detector name; `factory` gets the dash-separated args. `usage`
-    ('EvalStop-K: K a positive integer') is what a malformed name's error says was expected."""
+    ('EvalStop-K: K a positive integer') is what a malformed name's error says was expected.
+    A name the package or another of the files imported with this one registered is refused
+    (PolicyNameError naming both) unless `override=True`, which warns naming both."""
+    _check_new("detector", prefix, DETECTORS.get(prefix), factory, override)
     DETECTORS[prefix] = factory
     if usage:
         USAGE[prefix] = usage
 
 
-def register_base(name: str, factory: Callable[[], BaseScheduler]) -> None:
-    """Make `name` a base scheduler name (`factory()` builds a fresh one per run)."""
+def register_base(name: str, factory: Callable[[], BaseScheduler],
+                  override: bool = False) -> None:
+    """Make `name` a base scheduler name (`factory()` builds a fresh one per run); a name that
+    exists is refused or overridden as `register_detector` says."""
+    _check_new("base scheduler", name, BASES.get(name), factory, override)
     BASES[name] = factory
+
+
+_ACTIVE: set[str] = set()   # the sources of the user files `import_user_modules` is importing
+
+
+def source_of(factory: Callable[..., Any]) -> str:
+    """Where a factory comes from: its module's file, else its module's name."""
+    module = str(getattr(factory, "__module__", "") or "")
+    file = getattr(sys.modules.get(module), "__file__", None)
+    return str(Path(file).resolve()) if file else module
+
+
+def _check_new(kind: str, name: str, old: Callable[..., Any] | None,
+               new: Callable[..., Any], override: bool) -> None:
+    """Two sources for one name would make a table row show one's numbers under the other's
+    name: refused unless asked for. The same file registering again (edited, re-imported) and a
+    file imported by an earlier, finished import in this process (a reused worker) replace it."""
+    if old is None or old is new:
+        return
+    before, after = source_of(old), source_of(new)
+    packaged = str(getattr(old, "__module__", "")).startswith("evalstop_gym.")
+    if before == after or not (packaged or before in _ACTIVE):
+        return
+    what = f"{kind} {name!r} is registered by {before} and again by {after}"
+    if not override:
+        raise PolicyNameError(f"{what}: rename one, or pass override=True to replace the first")
+    log.warning("%s (override=True): %s's replaces it", what, after)
 
 
 def _eval_stop(args: list[str]) -> Detector:
@@ -103,7 +149,7 @@ def make_detector(name: str) -> Detector | None:
             raise PolicyNameError(f"detector {name!r}: {exc}") from None
     if is_user_ref(name):
         return _user(name, "detector", Detector)
-    prefix, *args = name.split("-")
+    prefix, *args = split_args(name)
     bad = [a for a in args if not _finite_or_word(a)]
     if bad:
         raise PolicyNameError(f"detector {name!r}: parameter {bad[0]!r} must be a finite number")
@@ -176,11 +222,19 @@ def import_user_modules(refs: Sequence[str], option: str = "--import") -> None:
     if isinstance(refs, str):   # one name, not a list: iterating it would import each letter
         raise PolicyNameError(f"{option} {refs!r}: expected a list of Python files or module "
                               f"names, e.g. [{refs!r}]")
-    for ref in refs:
-        try:
-            import_user_code(ref)
-        except UserCodeError as exc:
-            raise PolicyNameError(f"{option} {ref}: {exc}") from None
+    _ACTIVE.clear()   # one call's files may not register one name twice
+    try:
+        for ref in refs:
+            if is_file_ref(ref):
+                _ACTIVE.add(str(Path(ref).expanduser().resolve()))
+            try:
+                module = import_user_code(ref)
+            except UserCodeError as exc:
+                raise PolicyNameError(f"{option} {ref}: {exc}") from None
+            if getattr(module, "__file__", None):
+                _ACTIVE.add(str(Path(str(module.__file__)).resolve()))
+    finally:
+        _ACTIVE.clear()
 
 
 def user_sources(names: Sequence[str], imports: Sequence[str] = ()) -> str:

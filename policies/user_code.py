@@ -188,11 +188,26 @@ def _argument(text: str) -> Any:
         return text
 
 
+_MANTISSA = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE]")
+
+
+def split_args(text: str) -> list[str]:
+    """'TrendTest-1e-12-3' -> ['TrendTest', '1e-12', '3']: a name's dash-separated parts, a
+    number in scientific notation with a negative exponent kept whole."""
+    parts: list[str] = []
+    for part in text.split("-"):
+        if parts and _MANTISSA.fullmatch(parts[-1]) and part[:1].isdigit():
+            parts[-1] = f"{parts[-1]}-{part}"
+        else:
+            parts.append(part)
+    return parts
+
+
 def build_user_object(name: str) -> Any:
     """`target:Name-a-b` -> `Name(a, b)` from the module `target` (arguments as numbers where
     they read as numbers), for a class or a factory alike."""
     target, _, rest = name.rpartition(":")
-    attr, *texts = rest.split("-")
+    attr, *texts = split_args(rest)
     if not attr.isidentifier():
         raise UserCodeError(f"{attr!r} is not a Python name; expected "
                             f"{target}:Name[-arg...], e.g. {target}:SlopeStop-3-0.02")

@@ -41,6 +41,18 @@ def small_config() -> SimConfig:
 
 
 @pytest.fixture(autouse=True)
+def no_process_outlives_its_test():
+    """A process a test started through sweep_gate.start (a sweep it interrupts), or a worker of
+    one, still running when the test ends, failed or not, is killed; a passing test that left
+    one fails, naming it."""
+    from sweep_gate import reap
+
+    yield
+    left = reap()
+    assert not left, f"processes still running after the test (now killed): {left}"
+
+
+@pytest.fixture(autouse=True)
 def registry_restored():
     """Names a test registers (a user's detector or base, through --import or in process) are
     gone after it, so no later test sees them among the package's own."""

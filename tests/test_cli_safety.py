@@ -80,6 +80,10 @@ def test_replay_writes_a_separate_csv(log_csv, tmp_path, capsys):
     (["report", "--out", "{dir}/o", "--calibration", "{dir}", "--reproduction",
       "{dir}/calibration.md"], "is also an input"),
     (["replay", "{log}", "--csv", "{dir}/missing/t.csv"], "does not exist; create it first"),
+    (["report", "--out", "{dir}/o", "--learned", "{dir}", "--reproduction", "{dir}/sub/R.md"],
+     "is inside the input folder"),
+    (["report", "--out", "{dir}/o", "--calibration", "{dir}", "--reproduction",
+      "{dir}/R.md"], "is inside the input folder"),
 ])
 def test_a_bad_output_path_fails_before_any_work(argv, needle, log_csv, a_file, tmp_path,
                                                   capsys):
@@ -89,6 +93,21 @@ def test_a_bad_output_path_fails_before_any_work(argv, needle, log_csv, a_file, 
     assert needle in err and ("--out" in err or "--csv" in err or "--reproduction" in err)
     assert not (tmp_path / "o").exists()   # report: OUT not even created
     assert a_file.read_text() == "keep me"
+
+
+def test_report_writes_nothing_inside_a_folder_it_reads(tmp_path, capsys):
+    """REPRODUCTION.md, figures/, BEYOND.md and --out, each inside a --learned folder: refused
+    in one line naming the option, before anything is written."""
+    learned = tmp_path / "ppo_stop"
+    learned.mkdir()
+    (learned / "results.csv").write_text("kept")
+    for extra in (["--reproduction", str(learned / "R.md")],
+                  ["--out", str(learned / "results"), "--reproduction", str(tmp_path / "R.md")]):
+        argv = ["report", "--out", str(tmp_path / "o"), "--learned", str(learned), *extra]
+        assert cli.main(argv) == 2
+        err = one_line_error(capsys)
+        assert f"is inside the input folder {learned}" in err
+        assert sorted(p.name for p in learned.iterdir()) == ["results.csv"]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a chmod 0o500 folder anyway; "
@@ -426,3 +445,44 @@ def test_a_foreign_or_empty_runs_csv_under_out_is_named_before_any_run(content, 
     err = one_line_error(capsys)
     assert str(out / "mine" / "runs.csv") in err and needle in err
     assert not (out / "tiny").exists()
+
+
+def test_report_refuses_another_tools_learned_folder_before_any_run(tmp_path, capsys):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "results.csv").write_text("step,loss\n1,0.5\n")
+    (foreign / "results.json").write_text('{"args": {"lr": 0.1}}')
+    assert cli.main(["report", "--out", str(tmp_path / "o"), "--learned", str(foreign),
+                     "--reproduction", str(tmp_path / "R.md")]) == 2
+    err = one_line_error(capsys)
+    assert f"--learned {foreign}: not a folder of `evalstop-bench train`" in err
+    assert "lacking: policy, seed" in err and not (tmp_path / "o").exists()
+    (foreign / "results.json").write_bytes(b"\xff\xfe\x00binary")
+    assert cli.main(["report", "--out", str(tmp_path / "o"), "--learned", str(foreign),
+                     "--reproduction", str(tmp_path / "R.md")]) == 2
+    assert "UnicodeDecodeError" in one_line_error(capsys)
+
+
+def test_report_refuses_a_binary_or_file_calibration_before_any_run(tmp_path, capsys):
+    binary = tmp_path / "cal.bin"
+    binary.write_bytes(bytes(range(256)))
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    (folder / "calibration.md").write_bytes(bytes(range(256)))
+    for given, needle in ((binary, "is a file; expected a folder"),
+                          (folder, "calibration.md is not text (UTF-8)")):
+        assert cli.main(["report", "--out", str(tmp_path / "o"), "--learned",
+                         "--calibration", str(given), "--reproduction",
+                         str(tmp_path / "R.md")]) == 2
+        err = one_line_error(capsys)
+        assert err.startswith("evalstop-bench report: error: --calibration") and needle in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_names_a_learned_folder_without_results(tmp_path, caplog):
+    from evalstop_gym.benchmarks.report.learned import learned_section
+
+    empty = tmp_path / "ppo_stop"
+    empty.mkdir()
+    assert learned_section([empty]) == ""
+    assert f"--learned {empty}: no results.csv and results.json" in caplog.text

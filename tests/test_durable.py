@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sweep_gate import gated_process, wait_for
+from sweep_gate import end, finish, gated_process, gone, start, wait_for
 
 from evalstop_gym.benchmarks import cli, durable
 from evalstop_gym.benchmarks.durable import OutputError, out_lock
@@ -39,12 +39,6 @@ def experiment(tmp_path: Path, n_jobs: int) -> str:
     path = tmp_path / "durable.yaml"
     path.write_text(EXPERIMENT.format(defaults=CONFIG_DIR / "defaults.yaml", n_jobs=n_jobs))
     return str(path)
-
-
-def cli_process(exp: str, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run", exp,
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
 
 
 def temp_files(out: Path) -> list[Path]:
@@ -86,12 +80,13 @@ def test_a_second_process_waits_or_refuses_and_stale_files_go_only_under_the_loc
     stale = out / "e" / "runs" / ".tmp-left.part.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from evalstop_gym.benchmarks.durable import "
-         "out_lock\nwith out_lock(sys.argv[1]):\n print('held', flush=True); time.sleep(30)",
-         str(out)], stdout=subprocess.PIPE, text=True)
+    held = tmp_path / "held"
+    holder = start(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from evalstop_gym."
+         "benchmarks.durable import out_lock\nwith out_lock(sys.argv[1]):\n Path(sys.argv[2])."
+         "touch(); time.sleep(30)", str(out), str(held)])
     try:
-        assert holder.stdout.readline().strip() == "held"   # it removed the stale file
+        wait_for(held.exists, holder, "the lock held by the other process")
         assert not stale.exists()
         stale.write_text("{")                                # as if its own write were under way
         with pytest.raises(OutputError, match="another sweep is writing to this folder"):
@@ -99,8 +94,7 @@ def test_a_second_process_waits_or_refuses_and_stale_files_go_only_under_the_loc
                 pass
         assert stale.exists(), "a sweep without the lock must not touch temp files"
     finally:
-        holder.kill()
-        holder.wait()
+        end(holder)
     with out_lock(out, wait=False):
         assert not stale.exists()
         with out_lock(out, wait=False):   # re-entrant in one process
@@ -135,7 +129,7 @@ def test_a_sweep_killed_during_its_output_writes_leaves_no_truncated_file(tmp_pa
         wait_for((gate / "held-output").exists, proc, "an output write")
         assert [p for p in folder.iterdir() if p.name.startswith(durable.TMP_PREFIX)]
         os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        finish(proc, "the killed sweep")
         present = [name for name in expected if (folder / name).exists()]
         assert len(present) == nth_write - 1
         for name in present:
@@ -155,13 +149,12 @@ def test_two_concurrent_sweeps_on_one_out_lose_no_run_and_corrupt_no_file(tmp_pa
     wait_for((out / "durable" / "runs" / free).exists, first, "the first run")
     second_err = tmp_path / "second.err"
     with open(second_err, "w") as err:
-        second = subprocess.Popen([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run",
-                                   exp, "--out", str(out)], stdout=subprocess.PIPE, stderr=err,
-                                  text=True)
+        second = start([sys.executable, "-m", "evalstop_gym.benchmarks.cli", "run", exp,
+                        "--out", str(out)], stdout=subprocess.PIPE, stderr=err, text=True)
         waiting = "another sweep is writing to this folder; waiting"
         wait_for(lambda: waiting in second_err.read_text(), second, "the second sweep waiting")
         (gate / "release").touch()
-        results = [p.communicate(timeout=300) for p in (first, second)]
+        results = [finish(p, f"sweep {i}") for i, p in enumerate((first, second), 1)]
     assert [p.returncode for p in (first, second)] == [0, 0], (results, second_err.read_text())
     assert "12 runs (12 new)" in results[0][0] and "12 runs (0 new)" in results[1][0]
     for name in ("runs.csv", "jobs.csv", "summary.csv", "table.md"):
@@ -190,7 +183,8 @@ def test_ctrl_c_keeps_every_finished_run(tmp_path, reference, delay):
              and any(gate.glob("held-*")), proc, "two saved runs and a held one")
     saved = run_files()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    _, err = finish(proc, "the interrupted sweep", timeout=120)
+    gone(proc, "the interrupted sweep's workers")   # none outlives it
     assert proc.returncode == 130, err[-2000:]
     assert "finished runs are kept" in err
     after = run_files()
@@ -201,3 +195,16 @@ def test_ctrl_c_keeps_every_finished_run(tmp_path, reference, delay):
     assert not temp_files(out)
     expected = {name: (reference[1] / "durable" / name).read_bytes() for name in OUTPUTS}
     assert all(whole(out / "durable" / name, expected) for name in OUTPUTS)
+
+
+def test_ctrl_c_stops_a_sweep_started_with_sigint_ignored(tmp_path, reference):
+    """A shell that runs `evalstop-bench run ... &` starts it with SIGINT ignored; the CLI
+    installs its own handler, so a SIGINT still interrupts it (exit 130), keeping its runs."""
+    exp, gate = reference[0], tmp_path / "gate"
+    proc = gated_process(["run", exp, "--out", str(tmp_path / "out")], gate, free_runs=[],
+                         delay=0.0, sigint=signal.SIG_IGN)
+    wait_for(lambda: any(gate.glob("held-*")), proc, "a held run")
+    proc.send_signal(signal.SIGINT)
+    _, err = finish(proc, "the sweep started with SIGINT ignored", timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted; finished runs are kept" in err

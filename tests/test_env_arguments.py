@@ -87,3 +87,14 @@ def test_full_mode_ignores_invalid_parts_but_refuses_non_numbers():
             env.step(bad)
     with pytest.raises(ValueError, match="must have 9 entries"):
         env.step(np.zeros(3, dtype=np.int64))
+
+
+def test_a_full_action_of_the_right_count_but_another_shape_is_refused():
+    """9 entries as a (3, 3) array are not one MultiDiscrete action of 9: refused, not
+    flattened."""
+    env = EvalStopClusterEnv(control="full", max_jobs=8, **{"workload.n_jobs": 12})
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"must have 9 entries, in one row of shape \(9,\); "
+                                         r"got shape \(3, 3\)"):
+        env.step(np.zeros((3, 3), dtype=np.int64))
+    env.step(np.zeros(9, dtype=np.int64))

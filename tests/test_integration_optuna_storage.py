@@ -12,6 +12,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 from optuna.trial import TrialState  # noqa: E402
+from sweep_gate import finish, start  # noqa: E402
 
 from evalstop_gym.integrations.optuna import EvalStopPruner, asked_at  # noqa: E402
 
@@ -116,11 +117,10 @@ def run_workers(tmp_path: Path, name: str, n_workers: int) -> dict:
     storage = f"sqlite:///{tmp_path / name}.db"
     optuna.create_study(study_name="s", storage=storage, direction="maximize")
     code = WORKER.format(examples=str(ROOT / "examples"), xs=XS)
-    procs = [subprocess.Popen([sys.executable, "-c", code, storage,
-                               str(len(XS) // n_workers)], stderr=subprocess.PIPE, text=True)
-             for _ in range(n_workers)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
+    procs = [start([sys.executable, "-c", code, storage, str(len(XS) // n_workers)],
+                   stderr=subprocess.PIPE, text=True) for _ in range(n_workers)]
+    for i, proc in enumerate(procs):
+        _, err = finish(proc, f"optuna worker {i} of {n_workers}")
         assert proc.returncode == 0, err
     trials = optuna.load_study(study_name="s", storage=storage).trials
     return {XS[t.number]: (t.state.name, t.last_step, t.user_attrs) for t in trials}

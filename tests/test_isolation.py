@@ -230,3 +230,20 @@ def test_the_isolation_flags_are_checked_before_anything_runs(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_native_engine_with_isolation_is_one_line_before_any_process(small_config, capsys,
+                                                                          tmp_path):
+    """An isolated policy decides in another process, so its runs use the reference engine:
+    engine='native' (--engine native --isolate) says so in one line, with what to use."""
+    from evalstop_gym.benchmarks import cli
+
+    with pytest.raises(ValueError, match=r"^engine='native' with isolated=True: .* use "
+                                         r"engine='auto' or 'python'$"):
+        simulate(small_config, "SRTF-Est", 1, "native", isolated=True)
+    assert cli.main(["run", "e2", "--seeds", "1", "--engine", "native", "--isolate", "--out",
+                     str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("evalstop-bench run: error: --engine native --isolate: ")
+    assert "\n" not in err and "use --engine auto or python with --isolate" in err
+    assert not (tmp_path / "out").exists()

@@ -71,6 +71,25 @@ def test_the_secret_comes_from_the_environment_or_a_key_file(tmp_path, monkeypat
     assert "from a file" not in repr(SeedSecret("from a file"))
 
 
+def test_two_secret_sources_are_refused_and_a_shared_key_file_is_warned_about(
+        tmp_path, monkeypatch, caplog):
+    key = tmp_path / "key"
+    key.write_text("from a file\n")
+    key.chmod(0o600)
+    monkeypatch.setenv(SECRET_FILE_ENV, str(key))
+    monkeypatch.setenv(SECRET_ENV, "from the environment")
+    with pytest.raises(ValueError, match=rf"^both {SECRET_ENV} and {SECRET_FILE_ENV} are set; "
+                                         r"unset one"):
+        SeedSecret.load()
+    monkeypatch.delenv(SECRET_ENV)
+    SeedSecret.load()
+    assert "readable by other users" not in caplog.text   # 600: nothing to say
+    key.chmod(0o644)
+    assert SeedSecret.load().fingerprint == SeedSecret("from a file").fingerprint
+    assert f"the key file {key} is readable by other users" in caplog.text
+    assert "chmod 600" in caplog.text
+
+
 class Recording(IsolatedPolicy):
     """IsolatedPolicy that keeps a pickled copy of everything it sends its child."""
 
@@ -132,6 +151,33 @@ def test_a_private_sweep_records_the_secrets_fingerprint_and_draws_other_jobs(tm
     assert plain != private
 
 
+def test_private_and_plain_runs_never_share_an_out(tmp_path, monkeypatch, capsys):
+    """Private then plain into one --out (or plain then private, or another secret) is refused in
+    one line, before any run: the private runs' files, which a random secret cannot make again,
+    stay as they were."""
+    from evalstop_gym.benchmarks import cli
+
+    exp, out = tiny_experiment(tmp_path), tmp_path / "out"
+    private = ["--isolate", "--private-seeds", "--policy-timeout", "60"]
+    monkeypatch.delenv(SECRET_ENV, raising=False)   # a random secret: its runs are unrepeatable
+    monkeypatch.delenv(SECRET_FILE_ENV, raising=False)
+    assert cli.main(["run", exp, "--out", str(out), *private]) == 0
+    made = {f: f.read_bytes() for f in (out / "snoop" / "runs").glob("*.json")}
+    capsys.readouterr()
+    for extra in ([], private):   # plain; private with another secret
+        if extra:
+            monkeypatch.setenv(SECRET_ENV, "another secret")
+        assert cli.main(["run", exp, "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and f"--out {out}: holds private-seed runs" in err
+        assert "choose another --out" in err
+    assert {f: f.read_bytes() for f in (out / "snoop" / "runs").glob("*.json")} == made
+    plain = tmp_path / "plain"
+    assert cli.main(["run", exp, "--out", str(plain)]) == 0
+    assert cli.main(["run", exp, "--out", str(plain), *private]) == 2
+    assert f"--out {plain}: holds plain runs" in capsys.readouterr().err
+
+
 def snooped(result) -> set[str]:
     return {r["stop_reason"] for r in result.records if r["stop_reason"]}
 
@@ -152,15 +198,14 @@ def test_a_private_policy_cannot_read_the_sweeps_run_files(shared_dir, small_con
 
     monkeypatch.setenv(SECRET_ENV, "sweep secret")
     exp = tiny_experiment(shared_dir)
-    out = shared_dir / "out"
-    assert cli.main(["run", str(exp), "--out", str(out)]) == 0
-    run_file = next((out / "snoop" / "runs").glob("*.json"))
-    snooper = Snooper(str(run_file))
-    assert snooped(simulate(small_config, snooper, 1, isolated=True)) == {"read"}
+    out = shared_dir / "out"   # (a plain sweep's OUT is refused: its runs would be replaced)
     assert cli.main(["run", str(exp), "--out", str(out), "--isolate", "--private-seeds"]) == 0
     assert out.stat().st_mode & 0o777 == 0o700
+    run_file = next((out / "snoop" / "runs").glob("*.json"))
     fingerprint = SeedSecret("sweep secret").fingerprint
     assert json.loads(run_file.read_text())["private_seed"] == fingerprint
+    snooper = Snooper(str(run_file))
+    assert snooped(simulate(small_config, snooper, 1, isolated=True)) == {"read"}   # as root
     private = simulate(small_config, snooper, 1, isolated=True, private_seeds=True)
     assert snooped(private) == {"denied: PermissionError"}
 

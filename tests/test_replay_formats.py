@@ -409,3 +409,39 @@ def test_an_ultralytics_results_csv_replays_its_map(tmp_path):
                     "1,1.9,0.3,0.21,1.8\n2,1.5,0.4,0.35,1.6\n3,1.3,0.5,0.33,1.7\n")
     (run,) = read_logs([path])
     assert (run.metric, run.mode, run.values) == ("metrics/mAP50(B)", "max", (0.21, 0.35, 0.33))
+
+
+def test_a_corrupt_tensorboard_file_is_named_corrupt_not_empty(tmp_path, capsys):
+    """Random bytes, or a valid file with a record's length damaged, are a one-line LogError
+    saying the file is corrupt (the reader itself logs and reads no value: 'no values'); a last
+    record cut short, as a writer still at work leaves it, still replays."""
+    import os
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    from evalstop_gym.benchmarks import cli
+
+    with SummaryWriter(str(tmp_path / "good")) as writer:
+        for i, acc in enumerate(ACC, 1):
+            writer.add_scalar("eval/accuracy", acc, 10 * i)
+    [good] = (tmp_path / "good").glob("events.out.tfevents.*")
+    data = good.read_bytes()
+    noise = tmp_path / "noise" / good.name
+    noise.parent.mkdir()
+    noise.write_bytes(os.urandom(4096))
+    damaged = tmp_path / "damaged" / good.name
+    damaged.parent.mkdir()
+    second = 12 + int.from_bytes(data[:8], "little") + 4   # the second record's length
+    damaged.write_bytes(data[:second] + bytes([data[second] ^ 0x40]) + data[second + 1:])
+    for path in (noise, damaged, damaged.parent):
+        with pytest.raises(LogError, match=r"a corrupt TensorBoard event file \(the record at "
+                                           r"byte \d+ fails its length checksum\)"):
+            read_logs([path])
+    assert cli.main(["replay", str(damaged)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "corrupt TensorBoard event file" in err and "no 'eval" not in err
+    cut = tmp_path / "cut" / good.name
+    cut.parent.mkdir()
+    cut.write_bytes(data[:-3])
+    [run] = read_logs([cut])
+    assert run.values == pytest.approx(ACC[:-1])

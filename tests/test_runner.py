@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sweep_gate import gated_process, wait_for
+from sweep_gate import finish, gated_process, wait_for
 
 from evalstop_gym.benchmarks.sweep import runner
 from evalstop_gym.benchmarks.sweep.runner import run_sweep
@@ -109,7 +109,7 @@ def test_killed_subprocess_resumes_to_the_same_runs_csv(tmp_path):
     wait_for(lambda: saved() == set(free) and any(gate.glob("held-*")), proc,
              "two saved runs and a held one")
     os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate()
+    finish(proc, "the killed sweep")
     assert saved() == set(free)
     resumed = run_sweep(exp, out)
     assert resumed.n_ran == 10

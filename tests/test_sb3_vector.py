@@ -122,3 +122,35 @@ def test_maskable_ppo_learns_through_masked_vec_normalize():
     obs = venv.reset()
     actions, _ = model.predict(obs, action_masks=get_action_masks(venv), deterministic=True)
     assert actions.shape == (4,)
+
+
+def test_the_adapter_stepped_before_reset_says_so_in_one_line():
+    adapter = VectorEnvAdapter.make(2, seed=0, **SMALL)
+    with pytest.raises(RuntimeError, match=r"^VectorEnvAdapter: call reset\(\) before step\(\)"):
+        adapter.step(np.zeros(2, dtype=np.int64))
+    adapter.reset()
+    adapter.step(np.zeros(2, dtype=np.int64))
+
+
+@pytest.mark.parametrize("seed", [-1, "x", 1.5, True])
+def test_the_adapters_seed_is_none_or_a_whole_number(seed):
+    message = rf"^seed={seed!r}: expected None or a whole number >= 0 \(env i's next reset"
+    with pytest.raises(ValueError, match=message):
+        VectorEnvAdapter.make(2, seed=seed, **SMALL)
+    adapter = VectorEnvAdapter.make(2, seed=None, **SMALL)
+    with pytest.raises(ValueError, match=message):
+        adapter.seed(seed)
+
+
+def test_the_adapter_takes_one_action_per_env_and_none_after_close():
+    """(num_envs,) or (num_envs, 1) actions; a (2, 2) array for 4 envs is refused, not
+    reshaped; a step after close() is refused."""
+    adapter = VectorEnvAdapter.make(4, seed=0, **SMALL)
+    adapter.reset()
+    adapter.step(np.zeros((4, 1), dtype=np.int64))
+    with pytest.raises(ValueError, match=r"^actions: expected 4 values, each 0 \(continue\) or "
+                                         r"1 \(stop\); got shape \(2, 2\)"):
+        adapter.step(np.zeros((2, 2), dtype=np.int64))
+    adapter.close()
+    with pytest.raises(RuntimeError, match=r"^step\(\) after close\(\): the env is closed"):
+        adapter.step(np.zeros(4, dtype=np.int64))

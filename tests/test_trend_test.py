@@ -249,3 +249,21 @@ def test_eval_stop_warns_once_past_the_papers_regime(caplog, monkeypatch) -> Non
     warned = [r for r in caplog.records if "paper's regime" in r.getMessage()]
     assert len(warned) == 1 and "\n" not in warned[0].getMessage()
     assert not any(decisions)
+
+
+@pytest.mark.parametrize("name,alpha", [("TrendTest-1e-12", 1e-12), ("TrendTest-2.5E-3", 2.5e-3),
+                                        ("TrendTest-0.000000000001", 1e-12),
+                                        ("TrendTest-1e+2", None)])
+def test_a_name_in_scientific_notation_parses_and_its_name_parses_back(name, alpha):
+    """'TrendTest-1e-12' is alpha 1e-12, not the parameters '1e' and '12'; the detector's own
+    name (which prints alpha with :g) parses back to the same detector."""
+    from evalstop_gym.policies.registry import PolicyNameError
+
+    if alpha is None:   # 1e+2 = 100 reads as a number: TrendTest judges it (alpha in (0, 1))
+        with pytest.raises(PolicyNameError, match=r"^detector 'TrendTest-1e\+2': "):
+            make_detector(name)
+        return
+    detector = make_detector(name)
+    assert detector.alpha == alpha
+    assert make_detector(detector.name).alpha == alpha
+    assert RunMonitor(name, mode="max", max_steps=20).detector.name == detector.name

@@ -76,3 +76,18 @@ def test_decisions_do_not_depend_on_the_metric_units(name, grouped):
 def test_the_family_makes_the_comparison_bite(name):
     """Detectors that read a run's own evals stop some runs of the family on their own."""
     assert any(index is not None for index, _ in decisions(name, 1.0, 0.0, grouped=False))
+
+
+@pytest.mark.parametrize("name", ["TrendTest", "PeerPrior", "DeclineTest", "CUSUM", "BOCPD"])
+def test_decisions_hold_to_the_documented_range_of_units(name, caplog):
+    """Within 1e+-140 of the fraction (UNIT_RANGE is 1e+-150), no word and the same decisions;
+    beyond it (x1e300, x1e-300), where squares overflow or vanish, a warning says to rescale."""
+    reference = decisions(name, 1.0, 0.0, grouped=True)
+    for scale in (1e-140, 1e140):
+        assert decisions(name, scale, 0.0, grouped=True) == reference, scale
+    assert "rescale the metric" not in caplog.text
+    for scale in (1e300, 1e-300):
+        caplog.clear()
+        RunMonitor(name, max_steps=10).update(1, 0.5 * scale)
+        assert f"value={0.5 * scale:g}: beyond 1e+-150, where detectors no longer decide " \
+               f"alike in any units; rescale the metric" in caplog.text

@@ -260,3 +260,71 @@ def test_report_takes_import_and_registers_before_any_experiment_is_checked(tmp_
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("evalstop-bench report: error: --import ")
     assert "absent.py does not exist" in err and not out.exists()
+
+
+def tiny_experiment(folder: Path) -> Path:
+    from evalstop_gym.config import CONFIG_DIR
+
+    exp = folder / "tiny.yaml"
+    exp.write_text(f"name: tiny\nplatform: {CONFIG_DIR / 'defaults.yaml'}\n"
+                   "overrides: {workload.n_jobs: 20, cluster.gpus: 16}\nseeds: [3]\n"
+                   "cells:\n  - {base: SRTF-Est}\n")
+    return exp
+
+
+def test_two_user_files_with_one_name_are_two_cells(tmp_path, capsys):
+    """a/mine.py and b/mine.py, different code, one class name: two rows labelled by folder and
+    file, two run files, each file's own numbers; the same command again reruns nothing."""
+    eager = DETECTOR.replace("> self.drop", "> -1.0").replace(
+        'register_detector("UserSlope", lambda args: SlopeStop(*map(float, args)))', "")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = write(tmp_path / "a", "mine.py", DETECTOR), write(tmp_path / "b", "mine.py",
+                                                                      eager)
+    out = tmp_path / "out"
+    argv = ["run", str(tiny_experiment(tmp_path)), "--out", str(out),
+            "--policy", f"{first}:SlopeStop-3-0.02+SRTF-Est",
+            "--policy", f"{second}:SlopeStop-3-0.02+SRTF-Est"]
+    assert main(argv) == 0
+    table = rows(out / "tiny")
+    assert table["a/mine.py:SlopeStop-3-0.02+SRTF-Est"] != \
+        table["b/mine.py:SlopeStop-3-0.02+SRTF-Est"]
+    assert len(list((out / "tiny" / "runs").glob("*.json"))) == 3
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "(0 new)" in capsys.readouterr().out and rows(out / "tiny") == table
+
+
+SHADOW = '''
+from evalstop_gym.policies import register_detector
+from evalstop_gym.policies.stop_at import StopAt
+
+register_detector("EvalStop", lambda args: StopAt(0.99){override})
+'''
+
+
+def test_a_file_registering_a_packaged_name_is_refused_naming_both(tmp_path, capsys):
+    shadow = write(tmp_path, "shadow.py", SHADOW.format(override=""))
+    assert main(["run", str(tiny_experiment(tmp_path)), "--out", str(tmp_path / "out"),
+                 "--import", str(shadow)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "detector 'EvalStop' is registered by " in err
+    assert "registry.py and again by " in err and f"{shadow}: rename one" in err
+    assert make_detector("EvalStop-2").name.startswith("EvalStop")   # the packaged one still
+    assert not (tmp_path / "out" / "tiny").exists()
+
+
+def test_override_true_replaces_a_packaged_name_with_a_warning_naming_both(tmp_path, caplog):
+    shadow = write(tmp_path, "shadow2.py", SHADOW.format(override=", override=True"))
+    import_user_modules([str(shadow)])
+    assert make_detector("EvalStop-2").name.startswith("StopAt")
+    [warning] = [r.getMessage() for r in caplog.records if "override=True" in r.getMessage()]
+    assert "registry.py" in warning and str(shadow) in warning
+
+
+def test_two_imported_files_registering_one_name_are_refused(tmp_path):
+    first = write(tmp_path, "one.py", DETECTOR)
+    second = write(tmp_path, "two.py", DETECTOR)
+    with pytest.raises(PolicyNameError, match=rf"detector 'UserSlope' is registered by {first} "
+                                              rf"and again by {second}: rename one"):
+        import_user_modules([str(first), str(second)])

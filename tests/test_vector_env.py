@@ -325,3 +325,27 @@ def test_gymnasiums_vector_wrappers_compose():
             assert info["episode"]["r"][i] == pytest.approx(totals[i])
             totals[i], checked = 0.0, checked + 1
     assert checked >= 2
+
+
+@pytest.mark.parametrize("options", [5, "abc", ["reset_mask"], {"reset_mask": None, "x": 1},
+                                     {"seed": 3}])
+def test_reset_options_other_than_a_dict_of_reset_mask_are_one_line(options):
+    env = EvalStopClusterVectorEnv(**{"num_envs": 2, **SMALL})
+    with pytest.raises(ValueError, match=r"^options=.*: expected None or a dict whose one key is "
+                                         r"'reset_mask' \(a bool array of shape \(2,\)\)$"):
+        env.reset(options=options)
+    mask = {"reset_mask": np.array([True, False])}
+    with pytest.raises(ValueError, match=r"^options\['reset_mask'\]: the first reset\(\) resets "
+                                         r"every env"):
+        env.reset(options=mask)
+    env.reset(seed=1)
+    env.reset(options=mask)   # the allowed form, once every env has an episode
+
+
+def test_step_and_reset_after_close_are_refused():
+    env = EvalStopClusterVectorEnv(**{"num_envs": 2, **SMALL})
+    env.reset(seed=0)
+    env.close()
+    for call in (lambda: env.step(np.zeros(2, dtype=np.int64)), lambda: env.reset(seed=0)):
+        with pytest.raises(RuntimeError, match=r"\(\) after close\(\): the env is closed"):
+            call()

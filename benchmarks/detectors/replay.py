@@ -382,8 +382,8 @@ def check_outputs(args: argparse.Namespace) -> None:
 
     for option, value in (("--csv", args.csv), ("--plot", args.plot)):
         if value:
+            check_outside_inputs(value, option, args.logs)   # its wording: "replayed folder"
             check_output(value, option, "file", args.logs)
-            check_outside_inputs(value, option, args.logs)
     if args.csv:
         check_csv_folder(Path(args.csv))
     if args.plot:

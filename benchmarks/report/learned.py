@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.tables import fmt_ci, to_markdown
+from ..usage import UsageError
+
+log = logging.getLogger(__name__)
 
 METRICS = (("reward", "reward", 1.0, 1), ("JCT (min)", "jct", 1.0, 0),
            ("wasted %", "wasted_frac", 100.0, 1), ("precision %", "precision", 100.0, 1),
@@ -59,16 +63,35 @@ def _row(label: str, group: pd.DataFrame) -> dict[str, str]:
     return row
 
 
-def _load(folder: Path) -> tuple[pd.DataFrame, dict] | None:
+COLUMNS = ("policy", "seed", *(column for _, column, _, _ in METRICS))   # results.csv's
+ARGS = ("algo", "seed", "config", "total_timesteps")   # results.json's "args" the section reads
+
+
+def load_learned(folder: Path) -> tuple[pd.DataFrame, dict] | None:
+    """A training folder's results (None, with a warning when the folder exists, when it holds
+    none); another tool's files there are a one-line UsageError naming what was expected."""
     csv, meta = folder / "results.csv", folder / "results.json"
-    if not (csv.exists() and meta.exists()):
+    if not (csv.is_file() and meta.is_file()):
+        if folder.exists():
+            log.warning("--learned %s: no results.csv and results.json of `evalstop-bench "
+                        "train`; left out of the report", folder)
         return None
-    return pd.read_csv(csv), json.loads(meta.read_text())["args"]
+    try:
+        results, args = pd.read_csv(csv), json.loads(meta.read_text(encoding="utf-8"))["args"]
+        lacking = [c for c in COLUMNS if c not in results.columns] + [
+            k for k in ARGS if k not in args]
+    except (ValueError, KeyError, TypeError, pd.errors.ParserError) as exc:   # not UTF-8 too
+        lacking = [f"{type(exc).__name__}: {' '.join(str(exc).split())[:80]}"]
+    if lacking or results.empty:
+        raise UsageError(f"--learned {folder}: not a folder of `evalstop-bench train` (results."
+                         f"csv with columns {', '.join(COLUMNS)}, results.json with args "
+                         f"{', '.join(ARGS)}); lacking: {', '.join(lacking) or 'rows'}")
+    return results, args
 
 
 def learned_section(folders: list[Path]) -> str:
     """Markdown: one row per trained model, then the heuristics; empty if no folder has results."""
-    loaded = [x for x in (_load(f) for f in folders) if x is not None]
+    loaded = [x for x in (load_learned(f) for f in folders) if x is not None]
     if not loaded:
         return ""
     rows, commands = [], []

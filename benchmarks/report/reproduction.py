@@ -61,12 +61,44 @@ def check_outputs(args: argparse.Namespace) -> None:
     """REPRODUCTION.md, and BEYOND.md and figures/ beside it, writable before any run starts."""
     from ..usage import check_output
 
+    folders = [*args.learned, *(args.calibration or ())]   # read: nothing written inside them
     inputs = [*(Path(d) / "results.csv" for d in args.learned),
-              *(Path(d) / "calibration.md" for d in args.calibration or ())]
+              *(Path(d) / "calibration.md" for d in args.calibration or ()), *folders]
     report = check_output(args.reproduction, "--reproduction", "file", inputs)
-    check_output(report.parent / "figures", "--reproduction", "dir")
+    check_output(report.parent / "figures", "--reproduction", "dir", folders)
     if args.beyond:
-        check_output(report.parent / "BEYOND.md", "--reproduction", "file")
+        check_output(report.parent / "BEYOND.md", "--reproduction", "file", folders)
+    check_output(args.out, "--out", "dir", folders)
+    check_inputs(args)
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """--learned and --calibration read before any run: another tool's folder, a file where a
+    folder is expected or a binary calibration.md is a one-line UsageError naming the option."""
+    from ..usage import UsageError
+    from .learned import load_learned
+
+    for folder in args.learned:
+        load_learned(Path(folder))
+    for given in args.calibration or ():
+        if Path(given).is_file():
+            raise UsageError(f"--calibration {given}: is a file; expected a folder of "
+                             f"`evalstop-bench calibrate` (holding calibration.md)")
+        read_calibration(Path(given) / "calibration.md")
+
+
+def read_calibration(path: Path) -> str | None:
+    """calibration.md's text (None when absent); a file that is not UTF-8 text is refused."""
+    from ..usage import UsageError
+
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--calibration {path.parent}: {path.name} is not text (UTF-8); "
+                         f"expected the calibration.md `evalstop-bench calibrate` writes") \
+            from None
 
 
 def claim_rows(runs: Mapping[str, pd.DataFrame]) -> list[Row]:
@@ -183,9 +215,10 @@ def calibration_section(folders: Sequence[str]) -> str:
     """The calibration runs' summaries (search result, validation, sensitivity), where found."""
     parts = []
     for path in (Path(f) / "calibration.md" for f in folders):
-        if path.exists():
+        text = read_calibration(path)
+        if text is not None:
             when = datetime.datetime.fromtimestamp(path.stat().st_mtime).isoformat("T", "minutes")
-            body = path.read_text().removeprefix(CALIBRATION_HEADING)
+            body = text.removeprefix(CALIBRATION_HEADING)
             if "**Adopt**" in body:   # the search recommends; configs/defaults.yaml decides
                 body += ("\nThe defaults above are those of `configs/defaults.yaml` when this "
                          "search ran; a search's recommendation takes effect only when its "

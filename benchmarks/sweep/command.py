@@ -66,8 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--private-seeds", action="store_true",
                    help="with --isolate, for untrusted policies: workload seeds salted with a "
                         "secret ($EVALSTOP_SEED_SECRET or $EVALSTOP_SEED_SECRET_FILE, else a "
-                        "fresh one), the policy run as nobody when root, OUT made private "
-                        "(see README, 'Untrusted policies')")
+                        "fresh one), the policy run as nobody when root, OUT made private; "
+                        "the user's files (--import, FILE.py:Name) are imported in the "
+                        "policy's sandbox only, never by evalstop-bench itself (see README, "
+                        "'Untrusted policies')")
 
 
 def resolve(names: Sequence[str]) -> list[str]:
@@ -90,7 +92,8 @@ def check_sweep_args(args: argparse.Namespace) -> None:
     check_output(args.out, "--out", "dir")
     check_collatable(Path(args.out))   # an empty or foreign runs.csv, before any run
     check_address(args.backend, args.scheduler_address)   # no network yet: its form only
-    import_user_modules(getattr(args, "imports", ()))   # before any name is checked
+    if not getattr(args, "private_seeds", False):   # private: run in the sandbox only
+        import_user_modules(getattr(args, "imports", ()))   # before any name is checked
     if not args.scheduler_address:
         args.workers = local_workers(args.workers)
 
@@ -103,6 +106,10 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     if (timeout is not None or private) and not isolate:
         raise UsageError("--policy-timeout and --private-seeds apply to isolated runs: add "
                          "--isolate")
+    if isolate and getattr(args, "engine", None) == "native":
+        raise UsageError("--engine native --isolate: an isolated policy decides in another "
+                         "process, so its runs use the reference engine; use --engine auto or "
+                         "python with --isolate")
     if timeout is not None and not 0 < timeout < float("inf"):
         raise UsageError(f"--policy-timeout {timeout}: expected seconds > 0 per decision")
     try:
@@ -110,10 +117,11 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     except ValueError as exc:   # an empty or unreadable secret
         raise UsageError(f"--private-seeds: {exc}") from None
     given = getattr(args, "imports", None) or ()
-    import_user_modules(given)   # a bad one fails here, before OUT is created
     imports = tuple(absolute_ref(ref) for ref in given)   # the same file in every worker
-    if private:   # the policy's process, run as nobody, must read them: refused before OUT
-        check_readable_by_sandbox(imports)
+    if private:   # never imported here: the policy's process, as nobody, must read them
+        check_readable_by_sandbox(imports)   # refused before OUT
+    else:
+        import_user_modules(given)   # a bad one fails here, before OUT is created
     return RunOptions(getattr(args, "engine", None), isolate, timeout, secret, imports)
 
 
@@ -122,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
     check_sweep_args(args)
     options = run_options(args)   # a bad isolation flag fails before OUT is created
     overrides = parse_overrides(args.overrides)
-    exps = [variant(prepare(name, overrides, args.policies), overrides)   # --set: own folder
+    exps = [variant(prepare(name, overrides, args.policies, options), overrides)   # --set: own
             for name in resolve(args.experiments)]
     start = time.perf_counter()
     with out_lock(Path(args.out)) as out:   # a second sweep on the same --out waits for this one

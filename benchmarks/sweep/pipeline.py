@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from evalstop_gym.config import to_dict
-from evalstop_gym.experiment import Experiment, list_experiments, load_experiment
-from evalstop_gym.isolation import check_readable_by_sandbox
+from evalstop_gym.experiment import Cell, Experiment, list_experiments, load_experiment
+from evalstop_gym.isolation import check_readable_by_sandbox, sandboxed_sources
 from evalstop_gym.policies import make_policy
 from evalstop_gym.policies.registry import import_user_modules
 from evalstop_gym.policies.user_code import MODEL_PREFIX, is_file_ref, user_target
@@ -63,17 +63,30 @@ def references(exp: Experiment) -> dict[str, Mapping[str, Any]]:
 
 
 def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
-            policies: Sequence[str] = ()) -> Experiment:
-    """Load and fully validate an experiment (configs and policy names) before any run starts."""
+            policies: Sequence[str] = (), options: RunOptions = DEFAULT_OPTIONS) -> Experiment:
+    """Load and fully validate an experiment (configs and policy names) before any run starts.
+    With private seeds the user's code is imported and its names built in the policy's sandbox
+    only (`isolation.sandboxed_sources`), never in this process."""
     exp = own_name(load_experiment(name), name).with_overrides(overrides or {})
     exp = exp.with_policies(policies)
-    import_user_modules(exp.imports, option=f"{Path(name).name}: imports:")   # names they add
-    for cell in exp.cells:
-        make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
+    private = options.private_seeds is not None
+    if not private:
+        import_user_modules(all_imports(exp, options),   # together: no name registered twice
+                            option=f"{Path(name).name}: imports:")
+        for cell in exp.cells:
+            make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     exp = dataclasses.replace(exp, cells=tuple(   # a user's file, by the same path everywhere
         dataclasses.replace(c, base=absolute_user_name(c.base),
                             detector=absolute_user_name(c.detector)) for c in exp.cells))
+    if private:   # the digests the runs are keyed by, from the same child
+        sandboxed_sources([c.policy for c in exp.cells], all_imports(exp, options),
+                          options.timeout)
     return labelled_models(exp)
+
+
+def all_imports(exp: Experiment, options: RunOptions) -> tuple[str, ...]:
+    """--import's files, then the experiment file's own (`imports:`), each once."""
+    return tuple(dict.fromkeys((*options.imports, *exp.imports)))
 
 
 def own_name(exp: Experiment, given: str | Path) -> Experiment:
@@ -115,13 +128,28 @@ def _user_file_renamed(name: str, rename: Callable[[Path], str]) -> str:
     return f"{rename(Path(target))}:{name[len(target) + 1:]}"
 
 
+def user_labels(cells: Sequence[Cell]) -> dict[str, str]:
+    """Each policy's label with its user files named by their file name alone; where two files
+    share a name (a/mine.py, b/mine.py), by their folder's and file's, else with a hash of their
+    path, so that two users' files never become one cell (one label, one run file name)."""
+    renames: list[Callable[[Path], str]] = [
+        lambda path: path.name, lambda path: f"{path.parent.name}/{path.name}",
+        lambda path: f"{path.name}~{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"]
+    labels: dict[str, str] = {}
+    for rename in renames:
+        labels = {c.policy: dataclasses.replace(
+            c, base=_user_file_renamed(c.base, rename),
+            detector=_user_file_renamed(c.detector, rename)).policy for c in cells}
+        if len(set(labels.values())) == len(labels):
+            break
+    return labels
+
+
 def labelled_models(exp: Experiment) -> Experiment:
     """`model:` cells without a label get a readable one, `ppo_stop+SRTF-Est`: the model file's
     name (with its folder's when two models share a file name); cells of a user's file,
     `mine.py:SlopeStop-3+SRTF-Est` (the file's name without its folder)."""
-    short = {c.policy: dataclasses.replace(c, base=short_user_name(c.base),
-                                           detector=short_user_name(c.detector)).policy
-             for c in exp.cells if not c.detector.startswith(MODEL_PREFIX)}
+    short = user_labels([c for c in exp.cells if not c.detector.startswith(MODEL_PREFIX)])
     exp = dataclasses.replace(exp, cells=tuple(
         dataclasses.replace(c, label=short[c.policy])
         if not c.label and short.get(c.policy, c.policy) != c.policy else c for c in exp.cells))
@@ -173,7 +201,7 @@ def run_experiment(exp: Experiment, out: Path, seeds: Sequence[int] | None = Non
                    workers: int = 1, backend: str = "loky", address: str | None = None,
                    options: RunOptions = DEFAULT_OPTIONS) -> ExperimentOutput:
     """Sweep `exp` into OUT/<exp>/ and write its tables; its file's imports join `options`'."""
-    options = options._replace(imports=tuple(dict.fromkeys((*options.imports, *exp.imports))))
+    options = options._replace(imports=all_imports(exp, options))
     if options.private_seeds is not None:   # the policy's process, run as nobody, reads them
         check_readable_by_sandbox(options.imports)
         for cell in exp.cells:

@@ -37,6 +37,7 @@ import evalstop_gym
 import evalstop_gym.policies as policies
 from evalstop_gym.config import SimConfig, to_dict
 from evalstop_gym.experiment import Cell, Experiment
+from evalstop_gym.isolation import sandboxed_sources
 from evalstop_gym.metrics import METRIC_COLUMNS
 from evalstop_gym.policies import make_policy
 from evalstop_gym.policies.registry import import_user_modules, user_sources
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 ID_COLUMNS = ("experiment", "cell", "label", "policy", "base", "detector", "param", "value",
               "seed")
 BACKENDS = ("loky", "dask", "ray")
+PRIVATE_MARK = "PRIVATE_SEEDS"   # in a private sweep's OUT: its secret's fingerprint
 CONNECT_S = 10   # seconds to reach a --scheduler-address before giving up
 CONNECT_ENV = "EVALSTOP_CONNECT_S"   # overrides CONNECT_S (a short deadline for a test)
 ADDRESS = re.compile(r"(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
@@ -147,7 +149,10 @@ def input_digest(cell: Cell, options: RunOptions = DEFAULT_OPTIONS) -> str:
     """Hash of what a cell's policy is built from outside the package: the source of the user
     modules it names (`mine.py:Name`) or that --import loads, and the bytes of a `model:` file and
     of the normaliser saved beside it; '' when there is none, so built-in cells keep their key."""
-    parts = [user_sources([cell.base, cell.detector], options.imports)]
+    if options.private_seeds is not None:   # imported in the policy's sandbox, not here
+        parts = [sandboxed_sources([cell.policy], options.imports, options.timeout)[cell.policy]]
+    else:
+        parts = [user_sources([cell.base, cell.detector], options.imports)]
     if cell.detector.startswith(MODEL_PREFIX):
         from evalstop_gym.policies.learned import model_files
 
@@ -166,8 +171,10 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     """Simulate one run; returns the run-file payload (row, job records, digest)."""
     start = time.perf_counter()
     engine, isolated, timeout, secret, imports = spec.options
-    import_user_modules(imports)   # a worker registers the user's names before building
-    if spec.inputs != input_digest(spec.cell, spec.options):
+    trusted = secret is None   # else the user's code runs in the policy's sandbox only (its
+    if trusted:                # digest was taken there, once, when the sweep was planned)
+        import_user_modules(imports)   # a worker registers the user's names before building
+    if trusted and spec.inputs != input_digest(spec.cell, spec.options):
         raise RuntimeError(f"{spec.filename}: the user's code or model behind "
                            f"{spec.cell.policy!r} changed during the sweep; run it again")
     if isolated:   # the policy decides in its own process, from serialised views
@@ -432,6 +439,25 @@ def collate(todo: Sequence[RunSpec], run_dir: Path,
             pd.DataFrame(timing))
 
 
+def check_unmixed(out: Path, secret: SeedSecret | None) -> None:
+    """Refuses (durable.OutputError, one line) a sweep whose runs would replace another kind's
+    under the same file names in `out`: plain runs into an OUT of private-seed runs, or private
+    runs into an OUT of plain ones or of another secret's (runs of a random secret cannot be
+    made again). A private sweep marks its OUT with its secret's fingerprint (PRIVATE_MARK)."""
+    mark = out / PRIVATE_MARK
+    held = mark.read_text().strip() if mark.is_file() else None
+    if secret is None and held is not None:
+        raise durable.OutputError(f"--out {out}: holds private-seed runs (secret {held}); plain "
+                                  f"runs would replace them: choose another --out")
+    if secret is not None and held is None and any(out.glob("*/runs/*.json")):
+        raise durable.OutputError(f"--out {out}: holds plain runs, which private-seed runs would "
+                                  f"replace: choose another --out")
+    if secret is not None and held not in (None, secret.fingerprint):
+        raise durable.OutputError(f"--out {out}: holds private-seed runs of another secret "
+                                  f"({held}, this one is {secret.fingerprint}), which this sweep "
+                                  f"would replace: choose another --out or that secret")
+
+
 def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, workers: int = 1,
               backend: str = "loky", address: str | None = None,
               options: RunOptions = DEFAULT_OPTIONS) -> SweepResult:
@@ -440,10 +466,12 @@ def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, wo
     todo = specs(exp, seeds, options)
     run_dir = Path(out) / exp.name / "runs"
     with durable.out_lock(out):  # one sweep per OUT; removes temp files a killed one left
+        check_unmixed(Path(out), options.private_seeds)
         if options.private_seeds is not None:
             for spec in todo:        # a refused config fails before any run
                 check_private_config(spec.config)
             seal_output(Path(out))   # past runs' labels: out of the policy's reach
+            durable.write_text(Path(out) / PRIVATE_MARK, options.private_seeds.fingerprint)
         loaded: dict[str, dict[str, Any]] = {}
         pending = missing(todo, run_dir, loaded)
         log.info("%s: %d runs, %d to do", exp.name, len(todo), len(pending))

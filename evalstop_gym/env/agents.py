@@ -19,7 +19,7 @@ import numpy as np
 
 from ..policies import make_detector
 from ..policies.detector import learns_from_runs
-from ..sim.protocols import Detector
+from ..sim.protocols import Detector, checked_decision
 from .observation import ROW_FIELDS, Obs, TableObservation, decode_stop
 
 COLUMN = {name: i for i, name in enumerate(ROW_FIELDS)}
@@ -65,11 +65,12 @@ class HeuristicAgent:
         if self.detector is None:
             return 0
         if info is not None and "view" in info:
-            return int(self.detector.decide(info["view"], info["cluster"]).stop)
+            return int(checked_decision(self.detector.name, self.detector.decide(
+                info["view"], info["cluster"])).stop)
         if not np.any(obs["job"]):
             return 0
         view, cluster = decode_stop(obs)
-        return int(self.detector.decide(view, cluster).stop)
+        return int(checked_decision(self.detector.name, self.detector.decide(view, cluster)).stop)
 
     def predict(self, observation: Mapping[str, np.ndarray], state: Any = None,
                 episode_start: Any = None, deterministic: bool = True) -> tuple[Any, Any]:

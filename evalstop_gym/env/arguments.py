@@ -73,10 +73,11 @@ def full_action(action: Any, size: int) -> np.ndarray:
         if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) \
                 or np.issubdtype(arr.dtype, np.complexfloating):
             raise TypeError
-        arr = arr.astype(np.int64).reshape(-1)
+        arr = arr.astype(np.int64)
     except (TypeError, ValueError):
         raise ValueError(f"action={action!r}: control='full' takes {size} integers "
                          f"(MultiDiscrete)") from None
-    if arr.shape != (size,):
-        raise ValueError(f"full-mode action must have {size} entries, got {arr.shape}")
+    if arr.shape != (size,):   # a (3, 3) array is not 9 entries in some order
+        raise ValueError(f"full-mode action must have {size} entries, in one row of shape "
+                         f"({size},); got shape {arr.shape}")
     return arr

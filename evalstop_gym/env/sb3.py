@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import partial
+from numbers import Integral
 from typing import Any
 
 import gymnasium as gym
@@ -83,6 +84,14 @@ class ProgressBarCallback(BaseCallback):
         self.bar.close()
 
 
+def check_adapter_seed(seed: Any) -> None:
+    """None or a whole number >= 0 (not a bool, a float or a text), else a one-line ValueError."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)
+                             or int(seed) < 0):
+        raise ValueError(f"seed={seed!r}: expected None or a whole number >= 0 (env i's next "
+                         f"reset is seeded seed + i)")
+
+
 class VectorEnvAdapter(VecEnv):
     """SB3's `VecEnv` over `EvalStopClusterVectorEnv`'s batch core, with DummyVecEnv's conventions:
     same-step autoreset (an ended env's last observation in `info["terminal_observation"]`, the
@@ -98,14 +107,22 @@ class VectorEnvAdapter(VecEnv):
         self.venv, self.core = venv, venv.core
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
         self.actions = np.zeros(venv.num_envs, dtype=np.int64)
+        self._started = False
 
     @classmethod
     def make(cls, num_envs: int, seed: int | None = None, **kwargs: Any) -> VectorEnvAdapter:
         """The adapter over a new vector env (`kwargs` as `EvalStopClusterVectorEnv`), its first
         reset seeding env i with seed + i (as `make_vec_env(seed=...)`)."""
+        check_adapter_seed(seed)   # before any env is built
         adapter = cls(EvalStopClusterVectorEnv(num_envs, **kwargs))
         adapter.seed(seed)
         return adapter
+
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        """Env i's next reset seeded with seed + i (None: a random seed, as SB3 draws it);
+        anything but None or a whole number >= 0 is a one-line ValueError."""
+        check_adapter_seed(seed)
+        return super().seed(seed)
 
     def reset(self) -> dict[str, np.ndarray]:
         every = range(self.num_envs)
@@ -113,10 +130,16 @@ class VectorEnvAdapter(VecEnv):
         self.reset_infos = [self._info(i) for i in every]
         self._reset_seeds()
         self._reset_options()
+        self._started = True
         return self._observations()
 
     def step_async(self, actions: np.ndarray) -> None:
-        self.actions = check_stop(np.reshape(actions, -1), self.num_envs)
+        if not self._started:
+            raise RuntimeError("VectorEnvAdapter: call reset() before step() (as every VecEnv)")
+        self.venv._check_open("step")
+        array = np.asarray(actions)   # (num_envs,) as predict() gives, or one column of them
+        self.actions = check_stop(array[:, 0] if array.ndim == 2 and array.shape[1:] == (1,)
+                                  else array, self.num_envs)
 
     def step_wait(self) -> VecEnvStepReturn:
         core = self.core

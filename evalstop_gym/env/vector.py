@@ -94,13 +94,20 @@ class EvalStopClusterVectorEnv(VectorEnv):
                                                               dict[str, Any]]:
         """Reset every env (or those of `options["reset_mask"]`, a bool array, as
         SyncVectorEnv), seeded per Gymnasium's vector convention."""
+        self._check_open("reset")
         seeds = EpisodeSeeds.spread(seed, self.num_envs)
         mask = np.ones(self.num_envs, dtype=bool)
+        if options is not None and (not isinstance(options, dict) or set(options) - {"reset_mask"}):
+            raise ValueError(f"options={options!r:.60}: expected None or a dict whose one key is "
+                             f"'reset_mask' (a bool array of shape ({self.num_envs},))")
         if options and "reset_mask" in options:
             mask = np.asarray(options["reset_mask"])
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
                 raise ValueError(f"options['reset_mask']: expected a bool array of shape "
                                  f"({self.num_envs},) with at least one True")
+        if not self._started and not mask.all():
+            raise ValueError("options['reset_mask']: the first reset() resets every env (none "
+                             "has an episode yet); a mask applies to the resets after it")
         indices = np.flatnonzero(mask).tolist()
         self.core.reset(indices, self.seeds.draw(indices, [seeds[i] for i in indices]))
         self._autoreset[indices] = False
@@ -109,6 +116,7 @@ class EvalStopClusterVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
                                           np.ndarray, dict[str, Any]]:
+        self._check_open("step")
         stop = check_stop(actions, self.num_envs)
         if not self._started:
             raise RuntimeError("call reset() before step()")
@@ -123,6 +131,10 @@ class EvalStopClusterVectorEnv(VectorEnv):
         self._autoreset = terminated.copy()
         return (self._observations(), reward, terminated,
                 np.zeros(self.num_envs, dtype=bool), self._infos())
+
+    def _check_open(self, method: str) -> None:
+        if self.closed:   # gymnasium's VectorEnv.close sets it
+            raise RuntimeError(f"{method}() after close(): the env is closed; make a new one")
 
     def action_masks(self) -> np.ndarray:
         """(num_envs, 2) valid actions (both, always), as MaskablePPO wants them."""

@@ -21,7 +21,7 @@ from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
 from .pace import work_at
-from .protocols import Allocation, Planner, Policy, StopDecision, capabilities
+from .protocols import Allocation, Planner, Policy, StopDecision, capabilities, checked_decision
 from .view import ClusterView, SchedulerJobView, current_work, make_view
 
 ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
@@ -176,7 +176,8 @@ class Cluster:
         planner = self.planner_for(policy)
         while (request := self._next(views=planner is None)) is not None:
             if isinstance(request, CheckRequest):
-                self.answer_check(policy.on_check(request.job, request.cluster))
+                self.answer_check(checked_decision(
+                    policy.name, policy.on_check(request.job, request.cluster), "on_check"))
             elif planner is not None:
                 self.answer_with_plan(planner)
             else:

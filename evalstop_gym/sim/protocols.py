@@ -40,6 +40,22 @@ class StopDecision(NamedTuple):
 CONTINUE = StopDecision(Action.CONTINUE)
 
 
+class PolicyAnswerError(TypeError):
+    """A policy or detector answered something that is not what its protocol returns."""
+
+
+def checked_decision(owner: str, decision: object, method: str = "decide") -> StopDecision:
+    """`decision` when it is a StopDecision; anything else (None, 'stop', 1, True, a tuple, a
+    dict) is a one-line PolicyAnswerError naming `owner` and what `method` must return."""
+    if isinstance(decision, StopDecision) and isinstance(decision.action, Action):
+        return decision
+    shown = repr(decision)
+    shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
+    raise PolicyAnswerError(f"{owner!r}: {method} returned {shown} ({type(decision).__name__}); "
+                            f"expected a StopDecision: CONTINUE, or stop('reason') from "
+                            f"evalstop_gym.policies.detector")
+
+
 class Allocation(NamedTuple):
     """Applied in this order: stop, preempt, start. Job ids only.
 

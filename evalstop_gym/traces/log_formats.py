@@ -289,6 +289,8 @@ def read_tensorboard(path: Path, metric: str | None = None,
         targets = {path.parent.name or path.name: path}
     series = {}
     for run, target in targets.items():
+        for file in sorted(target.glob(f"{TFEVENTS}*")) if target.is_dir() else [target]:
+            check_event_file(file)   # the reader logs a broken record and reads on: no values
         accumulator = EventAccumulator(str(target), size_guidance={"scalars": 0, "tensors": 0})
         try:
             accumulator.Reload()
@@ -296,6 +298,30 @@ def read_tensorboard(path: Path, metric: str | None = None,
             raise LogError(f"{target}: not a readable TensorBoard event file ({exc})") from None
         series[run] = _scalars(accumulator, target)
     return runs_from_series(path, "TensorBoard", series, metric, mode)
+
+
+def check_event_file(path: Path) -> None:
+    """Refuses (LogError naming the byte) an event file whose records' framing is broken: each
+    TFRecord is a length, its masked CRC-32C, the data and the data's CRC. A last record cut
+    short is a writer still at work, not corruption; the data's own CRCs are left to the reader
+    (hashing every byte in Python would be slow on a long run's file)."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import (  # type: ignore[import-untyped]
+        masked_crc32c,
+    )
+
+    size, pos = path.stat().st_size, 0
+    with open(path, "rb") as fh:
+        while pos + 12 <= size:
+            fh.seek(pos)
+            header = fh.read(12)
+            length = int.from_bytes(header[:8], "little")
+            if masked_crc32c(header[:8]) != int.from_bytes(header[8:], "little"):
+                raise LogError(f"{path}: a corrupt TensorBoard event file (the record at byte "
+                               f"{pos} fails its length checksum); it cannot be replayed")
+            pos += 12 + length + 4
+        if 0 < size < 12:
+            raise LogError(f"{path}: a corrupt TensorBoard event file ({size} bytes, less than "
+                           f"one record's header); it cannot be replayed")
 
 
 def _scalars(accumulator: Any, target: Path) -> dict[str, Series]:
