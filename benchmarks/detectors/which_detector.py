@@ -374,26 +374,32 @@ def draw_public(summary: pd.DataFrame) -> Figure:
     design half (hollow) and test half (filled)."""
     import matplotlib.pyplot as plt
 
-    from ..analysis.figure_style import DOUBLE, policy_styles, style
+    from ..analysis.figure_style import DOUBLE, MARKERS, family, policy_styles, style
 
     rows = summary[summary.detector != ORACLE]
     styles = policy_styles(rows.detector)
+    variant: dict[str, int] = {}
+    markers = {}
+    for name in dict.fromkeys(rows.detector):   # a family's variants differ by marker
+        v = variant[str(family(name))] = variant.get(str(family(name)), -1) + 1
+        markers[name] = MARKERS[(MARKERS.index(styles[name]["marker"]) + v) % len(MARKERS)]
     with style():
-        fig, axes = plt.subplots(1, len(DENSITIES), figsize=(DOUBLE, 2.4), sharey=True,
+        fig, axes = plt.subplots(1, len(DENSITIES), figsize=(DOUBLE, 2.6), sharey=True,
                                  sharex=True)
         for ax, density in zip(axes, DENSITIES, strict=True):
             for r in rows[rows.density == density].itertuples():
-                kw = styles[r.detector]
-                ax.plot(100 * r.design_false_stops, 100 * r.design_recall, kw["marker"],
-                        mfc="none", color=kw["color"])
-                ax.plot(100 * r.test_false_stops, 100 * r.test_recall, kw["marker"],
-                        color=kw["color"], label=r.detector)
+                colour = styles[r.detector]["color"]
+                ax.plot(100 * r.design_false_stops, 100 * r.design_recall,
+                        markers[r.detector], mfc="none", color=colour)
+                ax.plot(100 * r.test_false_stops, 100 * r.test_recall, markers[r.detector],
+                        color=colour, label=r.detector)
             ax.axvline(100 * MAX_PUBLIC_FALSE_STOPS, color="0.6", lw=0.8, ls=":")
-            ax.set(title=f"evals every {density}" if density != "native" else "native",
-                   xlabel="healthy runs stopped (%)")
+            ax.set(title=f"evals every {density}" if density != "native" else "native")
         axes[0].set_ylabel("declines stopped (%)")
-        axes[-1].legend(fontsize="x-small", loc="lower right")
-        fig.suptitle("Public runs: design half hollow, test half filled")
+        fig.supxlabel("healthy runs stopped (%)", fontsize="medium")
+        axes[-1].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        fig.suptitle("Public runs: design half hollow, test half filled; dotted: the "
+                     f"{MAX_PUBLIC_FALSE_STOPS:.0%} budget")
     return fig
 
 
