@@ -35,13 +35,14 @@ from .sim.workload import JOB_TYPES
 log = logging.getLogger(__name__)
 UNIT_RANGE = 1e150   # |eval| within [1 / UNIT_RANGE, UNIT_RANGE] (or 0): decisions unit-free
 
-DEFAULT_DETECTOR: str = "TrendTest-0.05"
+DEFAULT_DETECTOR: str = "MaterialDecline-0.02"
 """The detector RunMonitor and every integration use unless told otherwise (a registry name).
 
-The safe one: a decline test whose false-alarm budget holds at every eval density, the only
-candidate that kept false stops of real healthy runs within budget at evals every 5%, 10%, 15%
-and at native density (BEYOND.md's "Which detector?" measures every candidate). The paper's
-EvalStop-k stops healthy runs by chance once a run has many evals."""
+The one "Which detector?" (BEYOND.md) names: of the candidates that keep false stops of real
+healthy runs (the public runs' design half, and the corpus's) and E2's FPR within budget at every
+eval density, it stops the most real declines. It stops a run only for a fall of a tenth of what
+the run gained, out of its noise. The paper's EvalStop-k stops healthy runs by chance once a run
+has many evals."""
 
 STATE_KEYS = ("detector", "mode", "job_type", "steps", "values", "losses")   # of state_dict()
 RUN_CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
