@@ -58,8 +58,9 @@ class EvalStop(DetectorBase):
         if len(job.eval_scores) > PAPER_MAX_EVALS and self.name not in WARNED:
             WARNED.add(self.name)   # once per name and process: a sweep builds one per run
             log.warning("%s: a run has more than %d evals, past the paper's regime (7-20), "
-                        "where k consecutive declines also stop healthy runs; consider "
-                        "TrendTest-0.05", self.name, PAPER_MAX_EVALS)
+                        "where k consecutive declines also stop healthy runs; consider the "
+                        "default detector (evalstop_gym.online.DEFAULT_DETECTOR)", self.name,
+                        PAPER_MAX_EVALS)
         declines = rules.declines(job.eval_scores, self.k[job.job_type], self.variant == "best")
         if not math.isnan(declines):
             return stop(self.reason(job.job_type, declines))
