@@ -107,3 +107,37 @@ def test_the_hindsight_rule_on_plain_shapes(curve, label) -> None:
     smooth fall of a few percent of the range, between the two, is ambiguous; the same fall in
     a plateau's wiggles is within noise, healthy."""
     assert hindsight_label(np.array(curve)).label == label
+
+
+def test_the_command_rebuilds_runs_from_a_snapshot_at_their_commit(tmp_path) -> None:
+    """`corpus public`'s build reads each source at its recorded commit from a git snapshot (a
+    later commit changing the file does not move it), labels it by the rule, and leaves out a
+    source whose licence is not permissive, saying why."""
+    import subprocess
+
+    from evalstop_gym.benchmarks.corpus import public
+
+    repo = tmp_path / "snaps" / "someone+run"
+    repo.mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    rise = [0.3 + 0.4 * (1 - np.exp(-i / 3)) for i in range(12)]
+    curve = rise + [rise[-1] - 0.03 * i for i in range(1, 13)]
+    rows = "epoch,loss,val_accuracy\n" + "".join(
+        f"{i},{1.0 / (i + 1):.4f},{v:.4f}\n" for i, v in enumerate(curve))
+    (repo / "history.csv").write_text(rows)
+    subprocess.run([*git, "add", "history.csv"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "run"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    (repo / "history.csv").write_text("epoch,val_accuracy\n0,0.1\n")      # a later commit
+    subprocess.run([*git, "commit", "-q", "-am", "later"], check=True)
+    source = {"repo": "someone/run", "commit": commit, "path": "history.csv",
+              "licence": "mit", "licence_evidence": "LICENSE", "kind": "classic-cnn-rnn",
+              "format": "keras-csv"}
+    out, doc = public.build([source, {**source, "path": "history.csv", "licence": "gpl-3.0"}],
+                            tmp_path / "snaps")
+    assert [r["label"] for r in doc["runs"]] == ["declining"]
+    assert [round(r["value"], 4) for r in out] == [round(v, 4) for v in curve]
+    assert doc["runs"][0]["commit"] == commit and doc["runs"][0]["metric"] == "val_accuracy"
+    assert len(doc["skipped"]) == 1 and "not permissive" in doc["skipped"][0]["why"]
