@@ -171,7 +171,7 @@ def finished_run_work(n: int, monkeypatch) -> int:
 
     fit = peer_prior.PrefixFit
     with monkeypatch.context() as m:
-        m.setattr(trend_test, "threshold", lambda looks, d0, alpha: 1e-3)
+        m.setattr(trend_test, "threshold", lambda looks, d0, alpha, noise="series": 1e-3)
         m.setattr(trend_test, "series_step", counted(trend_test.series_step, lambda *a: 1))
         m.setattr(trend_test, "loo_trend_t",
                   counted(trend_test.loo_trend_t, lambda v, *a: v.shape[1]))
