@@ -121,15 +121,13 @@ def corpus_rows(detectors: Sequence[str], max_runs: int | None) -> pd.DataFrame:
 
 def task_digest(task: tuple[str, str, str, int], overrides: Mapping[str, object]) -> str:
     """What a simulated run depends on: its cell, the overrides, the simulator's and policies'
-    code, and a user file's bytes (`FILE.py:Name-ARGS`)."""
+    code, and the source of a user's detector (`FILE.py:Name-ARGS`), as a sweep's key has it."""
+    from evalstop_gym.policies.registry import user_sources
+
     from ..sweep.runner import code_digest
 
-    detector = task[0]
-    user = ""
-    if ".py:" in detector:
-        user = hashlib.sha256(Path(detector.split(":", 1)[0]).read_bytes()).hexdigest()
     key = json.dumps({"task": list(task), "overrides": dict(overrides), "code": code_digest(),
-                      "user": user}, sort_keys=True, default=str)
+                      "user": user_sources([task[0]])}, sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -137,21 +135,19 @@ def sim_saved(task: tuple[str, str, str, int], overrides: Mapping[str, object],
               path: Path | None, digest: str) -> dict[str, object]:
     """`sim_row`, its file written (atomically) by the worker the moment the run ends, so an
     interrupted study loses no finished run."""
+    from ..sweep.runner import json_default
+
     row = sim_row(*task, overrides)
     if path is not None:
-        write_json(path, {"digest": digest, "row": row}, default=_plain)
+        write_json(path, {"digest": digest, "row": row}, default=json_default)
     return row
 
 
-def _plain(obj: object) -> object:
-    return obj.item() if hasattr(obj, "item") else str(obj)
-
-
 def saved_row(path: Path, digest: str) -> dict[str, object] | None:
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """A saved run's row, if it was made from the same `digest`."""
+    from ..sweep.runner import read_run
+
+    payload = read_run(path)
     return payload["row"] if isinstance(payload, dict) and payload.get("digest") == digest \
         else None
 

@@ -195,7 +195,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             "wall_s": time.perf_counter() - start, **private}
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """What json cannot write itself: numpy scalars, dataclasses; anything else as text."""
     if hasattr(obj, "item"):  # numpy scalars
         return obj.item()
     if dataclasses.is_dataclass(obj):
@@ -208,7 +209,7 @@ def run_and_save(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     parent loses no finished run (joblib drops results it has not yet handed over). Hands back
     only what the parent checks (digest and row), not the job records it would never read."""
     payload = run_one(spec)
-    durable.write_json(run_dir / spec.filename, payload, default=_json_default)
+    durable.write_json(run_dir / spec.filename, payload, default=json_default)
     return {"digest": payload["digest"], "row": payload["row"], "saved": True}
 
 
@@ -394,7 +395,7 @@ def execute(todo: Sequence[RunSpec], run_dir: Path, workers: int = 1, backend: s
             if expected.get(name) != payload["digest"]:  # pragma: no cover - defensive
                 raise RuntimeError(f"unexpected run result {name}")
             if not payload.pop("saved", False):
-                durable.write_json(run_dir / name, payload, default=_json_default)
+                durable.write_json(run_dir / name, payload, default=json_default)
 
 
 def _as_finished(todo: Sequence[RunSpec], backend: str, n_jobs: int,
