@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .sim.fall import fall_since_best
 from .sim.protocols import Detector, capabilities
 from .sim.view import ClusterView, SchedulerJobView
 from .sim.workload import JOB_TYPES
@@ -313,13 +314,14 @@ class RunMonitor:
         """The stop in the metric's own terms (how far below its best, since which step, over
         how many evals, what share of the gain), then the detector's own reason."""
         scores = self._scores.window()
-        b, last = self._best, len(self.steps) - 1
-        worse = abs(scores[b] - scores[last])
-        gain = scores[b] - min(scores[:b + 1])
-        share = f", {worse / gain:.0%} of what the run had gained" if gain > 0 else ""
-        return (f"the eval is {worse:.4g} worse than its best ({self._sign * scores[b]:.6g} at "
-                f"step {self.steps[b]:g}) at step {self.steps[last]:g}, "
-                f"{last - b} evals after the best{share}; {self.detector.name}: {because}")
+        fall = fall_since_best(scores)
+        b, last = fall.best_at, len(scores) - 1
+        share = (f", {fall.latest_drop / fall.gain:.0%} of what the run had gained"
+                 if fall.gain > 0 else "")
+        return (f"the eval is {fall.latest_drop:.4g} worse than its best "
+                f"({self._sign * scores[b]:.6g} at step {self.steps[b]:g}) at step "
+                f"{self.steps[-1]:g}, {last - b} evals after the best{share}; "
+                f"{self.detector.name}: {because}")
 
     def offer(self, step: float, value: float, loss: float | None = None,
               decide: bool = True) -> MonitorDecision | None:

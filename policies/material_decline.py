@@ -42,10 +42,10 @@ Name: `MaterialDecline-<alpha>`, e.g. `MaterialDecline-0.05`.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
+from evalstop_gym.sim.fall import LEVEL_EVALS, Fall, fall_since_best
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
@@ -55,30 +55,9 @@ from .trend_test import Evidence, Floats, Peers, lag_moments, trend_evidence
 
 SHARE = 0.10          # material: a tenth of what the run gained by its best
 MIN_AFTER = 2         # sustained: evals since the best
-LEVEL_EVALS = 3       # the level a drop is measured to: the mean of up to this many latest evals
 SMOOTH_Z = 3.0        # standard errors above -1/2 at which second differences are curvature
 NOISE = "segment"     # where sigma_hat comes from (`trend_null.NOISE_SOURCES`)
 LIKE_FACTOR = 4.0     # peers whose noise sd is within this factor of the run's lend their noise
-
-
-class Fall(NamedTuple):
-    """How far the run is below its best: evals since, drop to the recent level, gain, best."""
-
-    after: int
-    drop: float
-    latest_drop: float
-    gain: float
-    best_at: int
-
-
-def fall_since_best(scores: Floats) -> Fall:
-    """The run's fall from its first best so far (oriented scores: higher is better)."""
-    s = np.asarray(scores, dtype=float)
-    b = int(np.argmax(s))
-    after = s[b + 1:]
-    level = float(after[-LEVEL_EVALS:].mean()) if len(after) else float(s[b])
-    return Fall(len(after), float(s[b] - level), float(s[b] - s[-1]),
-                float(s[b] - s[:b + 1].min()), b)
 
 
 def is_material(fall: Fall) -> bool:

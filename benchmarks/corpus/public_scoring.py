@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from evalstop_gym.policies import make_detector
+from evalstop_gym.sim.fall import fall_since_best
 from evalstop_gym.traces.public_runs import PublicRun, load_public
 
 from .scoring import DENSITIES, eval_index, first_stop, view
@@ -42,21 +43,16 @@ def score_public_run(name: str, run: PublicRun, interval: float | None,
     at = first_stop(detector, corpus_run, idx)
     s = run.eval_score[idx]
     n = len(idx) if at is None else at
-    best_at = int(np.argmax(s))
-    seen = s[:n]
-    top = int(np.argmax(seen))
-    gain_seen = float(seen[top] - seen[:top + 1].min())
+    whole, seen = fall_since_best(s), fall_since_best(s[:n])   # over the run; up to the stop
     gain = float(s.max() - s[0])
     early = at is not None and at < len(idx)
-    after = len(idx) - 1 - best_at
-    drop = float(seen[top] - seen[-1])
     return {"run_id": run.run_id, "kind": run.kind, "split": run.split,
             "label": run.label.label, "detector": name, "n_evals": len(idx),
             "stopped_early": early, "stop_eval": at,
-            "decline_avoided": (len(idx) - n) / after if after > 0 else np.nan,
-            "share_lost": float(s.max() - seen.max()) / gain if gain > 0 else np.nan,
-            "drop_units": abs(drop) if early else np.nan,
-            "drop_share": drop / gain_seen if early and gain_seen > 0 else np.nan}
+            "decline_avoided": (len(idx) - n) / whole.after if whole.after > 0 else np.nan,
+            "share_lost": float(s.max() - s[:n].max()) / gain if gain > 0 else np.nan,
+            "drop_units": abs(seen.latest_drop) if early else np.nan,
+            "drop_share": seen.latest_drop / seen.gain if early and seen.gain > 0 else np.nan}
 
 
 def score_public(detectors: Sequence[str], runs: Sequence[PublicRun] | None = None,
