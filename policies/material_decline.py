@@ -98,6 +98,7 @@ class LikePeers:
         sigma = own_noise(s)
         if math.isfinite(sigma):
             self.runs.append((sigma, float(s.min()), float(s.max()), s))
+            self._cache.clear()   # choices made before this run ended are stale
 
     def like(self, sigma: float, level: float) -> tuple[Peers | None, int]:
         """The peers like a run whose noise sd is `sigma` and whose latest scores sit at
