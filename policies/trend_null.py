@@ -54,15 +54,16 @@ NOISE_SOURCES = ("series", "segment")
 
 
 def satterthwaite_df(k: int) -> float:
-    """Degrees of freedom of the mean square of k second differences of i.i.d. noise (they
+    """Degrees of freedom of the mean square of k >= 1 second differences of i.i.d. noise (they
     correlate -4/6 at lag 1 and 1/6 at lag 2)."""
-    return k * k / (k + 2.0 * (k - 1) * (16.0 / 36.0) + 2.0 * max(k - 2, 0) * (1.0 / 36.0))
+    return float(satterthwaite_dfs(np.array([k]))[0])
 
 
 def satterthwaite_dfs(k: np.ndarray) -> np.ndarray:
-    """`satterthwaite_df` per row (0 where k is 0)."""
+    """`satterthwaite_df` per entry of k (0 where k is 0)."""
     k = np.asarray(k, dtype=float)
-    den = k + 2.0 * np.maximum(k - 1, 0) * (16.0 / 36.0) + 2.0 * np.maximum(k - 2, 0) / 36.0
+    den = k + 2.0 * np.maximum(k - 1, 0) * (16.0 / 36.0) \
+        + 2.0 * np.maximum(k - 2, 0) * (1.0 / 36.0)
     return np.divide(k * k, den, out=np.zeros_like(k), where=den > 0)
 
 
