@@ -10,13 +10,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from evalstop_gym.benchmarks.corpus.public_limit import visible_declines
 from evalstop_gym.traces.logs import read_csv_runs
 from evalstop_gym.traces.public_runs import (
     KINDS,
     PERMISSIVE,
+    PublicRun,
     hindsight_label,
     load_public,
     public_dir,
+    robust_noise,
     split_by_repository,
 )
 
@@ -141,3 +144,30 @@ def test_the_command_rebuilds_runs_from_a_snapshot_at_their_commit(tmp_path) -> 
     assert [round(r["value"], 4) for r in out] == [round(v, 4) for v in curve]
     assert doc["runs"][0]["commit"] == commit and doc["runs"][0]["metric"] == "val_accuracy"
     assert len(doc["skipped"]) == 1 and "not permissive" in doc["skipped"][0]["why"]
+
+
+def _run(scores: list[float], split: str = "test") -> PublicRun:
+    n = len(scores)
+    s = np.array(scores, dtype=float)
+    return PublicRun("synthetic", np.arange(1, n + 1), s, s, np.full(n, np.nan), n,
+                     {"kind": "vision", "split": split})
+
+
+def test_the_known_noise_reading_sees_what_the_evals_before_the_last_show() -> None:
+    """The rule told a run's noise reads the evals before the last: a fall from the middle is
+    seen at every density; a fall only at the last eval is seen at none; a rise, never. Told
+    the noise its own curve shows, the rule gives its own label."""
+    rng = np.random.default_rng(0)
+    p = np.linspace(0.01, 1.0, 100)
+    wiggle = 0.002 * rng.standard_normal(100)
+    middle = 0.8 - 0.3 * (p - 0.4) ** 2 + wiggle
+    late = np.where(p < 0.995, 0.5 + 0.3 * p, 0.2) + wiggle   # falls at the last eval only
+    rise = 0.5 + 0.3 * np.sqrt(p) + wiggle
+    for curve in (middle, late, rise):
+        assert hindsight_label(curve, noise=robust_noise(curve)) == hindsight_label(curve)
+    assert hindsight_label(late).label == "declining"
+    for curve, seen in ((middle, 1.0), (late, 0.0)):
+        table = visible_declines([_run(list(curve))])
+        assert table.visible.tolist() == [seen] * 4
+    table = visible_declines([_run(list(rise))])
+    assert table.healthy_read_declining.tolist() == [0.0] * 4

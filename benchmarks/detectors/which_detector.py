@@ -46,6 +46,7 @@ from evalstop_gym.traces.corpus import FAMILIES, load_family
 from evalstop_gym.traces.public_runs import load_public
 
 from .. import sections
+from ..corpus.public_limit import visible_declines
 from ..corpus.public_scoring import score_public, summarise_public
 from ..corpus.scoring import score_run
 from ..durable import write_csv, write_json, write_text
@@ -362,6 +363,29 @@ def public_lines(summary: pd.DataFrame, public: pd.DataFrame) -> list[str]:
                      f"{pct(r.design_false_stops)} | {pct(r.test_recall)} | "
                      f"{pct(r.test_false_stops)} | {pct(r.test_decline_avoided)} | "
                      f"{pct(r.test_gain_lost)} | {pct(r.test_drop_share)} |")
+    return [*lines, "", *visible_lines(public)]
+
+
+def visible_lines(public: pd.DataFrame) -> list[str]:
+    """How much of the declines the curves show before their last eval (`public_limit`): the
+    scale the recall above is read on."""
+    ids = set(public.run_id)
+    seen = visible_declines([run for run in load_public() if run.run_id in ids])
+    lines = ["What the curves show before their last eval (`corpus.public_limit`): the "
+             "labelling rule itself, told each run's noise, applied to the evals before the "
+             "last at each density. It sees fewer declines the sparser the evals: a decline "
+             "plain in the whole curve can leave one low eval, or none, before the end. Not a "
+             "bound on a detector (the rule knows the noise and judges one look), a scale for "
+             "its recall.", "",
+             "| density | design: declines visible | design: healthy read declining "
+             "| test: declines visible | test: healthy read declining |",
+             "|---|---|---|---|---|"]
+    for density in DENSITIES:
+        row = seen[seen.density == density].set_index("split")
+        cells = [f"{pct(row.at[split, col])}" if split in row.index else "-"
+                 for split in ("design", "test")
+                 for col in ("visible", "healthy_read_declining")]
+        lines.append(f"| {density} | {' | '.join(cells)} |")
     return [*lines, ""]
 
 

@@ -83,8 +83,10 @@ def smooth_width(n: int) -> int:
     return max(3, 2 * round(n / 40) + 1)
 
 
-def hindsight_label(scores: np.ndarray) -> Label:
-    """The run's label from its whole oriented curve (see the module docstring)."""
+def hindsight_label(scores: np.ndarray, noise: float | None = None) -> Label:
+    """The run's label from its whole oriented curve (see the module docstring). `noise`, when
+    given, is the eval noise sd taken as known instead of read from `scores` (to ask what the
+    rule calls a part of a run with the noise its whole curve shows)."""
     s = np.asarray(scores, dtype=float)
     kernel = np.ones(smooth_width(len(s)))
     counts = np.convolve(np.ones(len(s)), kernel, mode="same")
@@ -92,15 +94,16 @@ def hindsight_label(scores: np.ndarray) -> Label:
     b = int(np.argmax(smooth))
     span = float(smooth[b] - smooth.min())
     drop = float(smooth[b] - smooth[-1])
-    noise = robust_noise(s) * math.sqrt(1.0 / counts[b] + 1.0 / counts[-1])
+    sd = robust_noise(s) if noise is None else noise
+    spread = sd * math.sqrt(1.0 / counts[b] + 1.0 / counts[-1])
     if len(s) - 1 - b >= MIN_AFTER and drop > 0 and drop >= DECLINE_SHARE * span \
-            and drop >= DECLINE_SDS * noise:
+            and drop >= DECLINE_SDS * spread:
         label = "declining"
-    elif drop <= HEALTHY_SHARE * span or drop <= HEALTHY_SDS * noise:
+    elif drop <= HEALTHY_SHARE * span or drop <= HEALTHY_SDS * spread:
         label = "healthy"
     else:
         label = "ambiguous"
-    return Label(label, b, drop, span, noise)
+    return Label(label, b, drop, span, spread)
 
 
 def split_by_repository(runs: Sequence[tuple[str, str]]) -> dict[str, str]:
