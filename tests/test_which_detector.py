@@ -207,3 +207,16 @@ def test_the_default_is_named_by_real_runs_within_every_budget() -> None:
                  {**base, "detector": "Sim-1", "recall": 0.9, "design_recall": 0.5}]
     name, why = wd.recommend(pd.DataFrame(rows), alone=True)
     assert name == "Real-1" and "80.0%" in why
+
+
+def test_the_default_is_held_to_its_targets_met_or_missed_by_number() -> None:
+    """Each target is reported with the measured number and met or missed: a recall just under
+    its target is missed, false stops at the budget are met."""
+    rows = [{"density": d, "detector": "Real-1", "test_recall": target - 0.01 * (d == "15%"),
+             "test_false_stops": wd.MAX_PUBLIC_FALSE_STOPS, "recall": wd.E2_RECALL_PROMISE}
+            for d, target in wd.RECALL_TARGETS.items()]
+    text = " ".join(wd.target_lines(pd.DataFrame(rows), "Real-1"))
+    assert "test recall at 15% >= 50.0%: 49.0% (missed)" in text
+    assert "test recall at native >= 70.0%: 70.0% (met)" in text
+    assert text.count("(met)") == 8 and text.count("(missed)") == 1
+    assert wd.target_lines(pd.DataFrame(rows).drop(columns="test_recall"), "Real-1") == []

@@ -69,6 +69,8 @@ MAX_CORPUS_FALSE_STOPS = 0.02
 MAX_PUBLIC_FALSE_STOPS = 0.02   # of the public corpus's healthy runs (design half), every density
 MAX_AR1_FPR = 0.05
 MAX_FPR = 0.01      # E2, Gaussian noise: the simulator's promise
+E2_RECALL_PROMISE = 0.726   # E2, Gaussian noise, evals every 5%: the recall a default keeps
+RECALL_TARGETS = {"native": 0.70, "5%": 0.70, "10%": 0.60, "15%": 0.50}   # public test half
 ORACLE_FPR = 0.01   # the oracle's own row: its recall at FPR <= 1% (the detectors' bar)
 PUBLIC_COLUMNS = ("design_recall", "design_false_stops", "test_recall", "test_false_stops",
                   "test_decline_avoided", "test_gain_lost", "test_drop_share")
@@ -287,12 +289,35 @@ def recommendation_lines(summary: pd.DataFrame) -> list[str]:
     lines = [f"**Default** (`DEFAULT_DETECTOR`: a budget that holds for a run on its own, "
              f"whatever its peers): `{default}`: {why}." if default
              else f"**Default:** none: {why}."]
+    lines += target_lines(summary, default) if default else []
     grouped, why = recommend(summary)
     if grouped != default:
         lines += ["", f"**For groups of runs** (MonitorGroup, Optuna, Ray Tune, `replay "
                      f"--group-by`; its budget holds as far as new healthy runs resemble the "
                      f"group's healthy ones): `{grouped}`: {why}."]
     return lines
+
+
+def target_lines(summary: pd.DataFrame, default: str) -> list[str]:
+    """The default against what a default must reach on real runs (the public test half) and
+    keep in the simulator, each target met or missed with the measured number (none without the
+    public corpus's columns)."""
+    if "test_recall" not in summary.columns:
+        return []
+    rows = summary[summary.detector == default].set_index("density")
+    checks = [(f"test recall at {d} >= {pct(RECALL_TARGETS[d])}",
+               rows.at[d, "test_recall"], rows.at[d, "test_recall"] >= RECALL_TARGETS[d])
+              for d in RECALL_TARGETS]
+    checks += [(f"test false stops at {d} <= {pct(MAX_PUBLIC_FALSE_STOPS)}",
+                rows.at[d, "test_false_stops"],
+                rows.at[d, "test_false_stops"] <= MAX_PUBLIC_FALSE_STOPS) for d in RECALL_TARGETS]
+    checks += [(f"E2 recall at 5% >= {pct(E2_RECALL_PROMISE)}", rows.at["5%", "recall"],
+                rows.at["5%", "recall"] >= E2_RECALL_PROMISE)]
+    cells = "; ".join(f"{name}: {pct(value)} ({'met' if ok else 'missed'})"
+                      for name, value, ok in checks)
+    return ["", f"**The default against its targets:** {cells}. Where recall is missed, the "
+                "table of what the curves show before their last eval says how much of it the "
+                "curves hold at that density."]
 
 
 def pct(x: float) -> str:
