@@ -93,3 +93,19 @@ def test_a_run_with_uneven_evals_or_too_few_is_left_out_with_its_reason():
     assert "evenly" in noise_fit.usable(p, np.zeros(10))
     assert "evals" in noise_fit.usable(p[:5], np.zeros(5))
     assert noise_fit.usable(np.arange(1, 11) / 10, np.zeros(10)) is None
+
+
+def test_the_fitted_cells_use_the_shipped_fit():
+    """e7x's drift cells take the pooled fit's shape (e7x sweeps sigma), e9's its sigma too."""
+    from evalstop_gym.experiment import load_experiment
+
+    pooled = json.loads((public_dir() / noise_fit.FILE_NAME).read_text())["kinds"]["all"]
+    fitted = pooled["simulator"]
+    for name, keys in (("e7x", ("noise.drift_share", "noise.drift_scale")),
+                       ("e9", ("noise.sigma", "noise.drift_share", "noise.drift_scale"))):
+        cells = [c for c in load_experiment(name).cells
+                 if c.overrides.get("noise.model") == "drift"]
+        assert len(cells) >= 7, name
+        for cell in cells:
+            for key in keys:
+                assert cell.overrides[key] == pytest.approx(fitted[key], abs=5e-4), (name, key)
