@@ -109,3 +109,10 @@ def test_the_fitted_cells_use_the_shipped_fit():
         for cell in cells:
             for key in keys:
                 assert cell.overrides[key] == pytest.approx(fitted[key], abs=5e-4), (name, key)
+
+
+def test_which_detector_simulates_the_shipped_fit():
+    from evalstop_gym.benchmarks.detectors.which_detector import NOISES
+
+    fitted = json.loads((public_dir() / noise_fit.FILE_NAME).read_text())["kinds"]["all"]
+    assert NOISES["drift"] == pytest.approx(fitted["simulator"], abs=5e-4)
