@@ -39,19 +39,21 @@ def simulated_fit(share: float, scale: float, sd: float, seed: int, n_runs: int 
 @pytest.mark.parametrize(("share", "scale", "sd", "seed"), [(0.5, 0.1, 0.1, 10),
                                                             (0.9, 0.2, 0.2, 11)])
 def test_recovers_known_parameters_despite_the_trend(share, scale, sd, seed):
-    """Tolerances cover the spread over seeds 0-3 and 10-12 (60 runs): the i.i.d. part is the
-    best determined (within 10%), then sd (30%) and the share (0.2); the time-scale the least
-    (a factor 3: within one run a slow drift is partly told from the trend by its shape only)."""
+    """Tolerances cover the spread seen over seeds 10-12 and 20-25 (60 runs each: i.i.d. sd
+    within 8%, sd 31%, share 0.21, time-scale a factor 2.5), with a margin: the i.i.d. part is
+    the best determined, the time-scale the least (within one run a slow drift is told from the
+    trend by its shape only)."""
     fit = simulated_fit(share, scale, sd, seed)
     assert fit["sigma_iid"] == pytest.approx(sd * np.sqrt(1 - share), rel=0.10)
-    assert fit["sd"] == pytest.approx(sd, rel=0.30)
-    assert fit["drift_share"] == pytest.approx(share, abs=0.2)
+    assert fit["sd"] == pytest.approx(sd, rel=0.35)
+    assert fit["drift_share"] == pytest.approx(share, abs=0.25)
     assert scale / 3 <= fit["drift_scale"] <= scale * 3
 
 
 def test_iid_noise_on_a_trend_is_not_read_as_drift():
+    """Seeds 10-12 and 20-25: share at most 0.15."""
     fit = simulated_fit(0.0, 0.1, 0.1, seed=12)
-    assert fit["drift_share"] < 0.15
+    assert fit["drift_share"] < 0.2
     assert fit["sd"] == pytest.approx(0.1, rel=0.1)
 
 
@@ -116,3 +118,25 @@ def test_which_detector_simulates_the_shipped_fit():
 
     fitted = json.loads((public_dir() / noise_fit.FILE_NAME).read_text())["kinds"]["all"]
     assert NOISES["drift"] == pytest.approx(fitted["simulator"], abs=5e-4)
+
+
+def test_the_docs_table_is_the_shipped_fit():
+    """docs/noise.md's table of fitted values, row by row, to its 3 decimals."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "noise.md").read_text()
+    kinds = json.loads((public_dir() / noise_fit.FILE_NAME).read_text())["kinds"]
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] in kinds:
+            rows[cells[0]] = cells
+    assert rows.keys() == kinds.keys()
+    for kind, fit in kinds.items():
+        _, runs, sd, iid, drift, share, scale, sigma = rows[kind]
+        assert int(runs) == fit["n_runs"]
+        q1, q3 = fit["sd_quartiles"]
+        assert sd == f"{fit['sd']:.3f} ({q1:.3f}-{q3:.3f})"
+        assert [iid, drift, share, scale, sigma] == [
+            f"{fit[k]:.3f}" for k in ("sigma_iid", "drift", "drift_share", "drift_scale")] + [
+            f"{fit['simulator']['noise.sigma']:.3f}"]
