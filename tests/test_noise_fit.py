@@ -140,3 +140,11 @@ def test_the_docs_table_is_the_shipped_fit():
         assert [iid, drift, share, scale, sigma] == [
             f"{fit[k]:.3f}" for k in ("sigma_iid", "drift", "drift_share", "drift_scale")] + [
             f"{fit['simulator']['noise.sigma']:.3f}"]
+
+
+def test_the_command_refuses_to_write_into_the_shipped_corpus(capsys):
+    from evalstop_gym.benchmarks import cli
+
+    assert cli.main(["corpus", "noise-fit", "--out", str(public_dir())]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "inside the installed package" in err and "\n" not in err
