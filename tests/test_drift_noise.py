@@ -75,3 +75,19 @@ def test_drift_fields_are_validated_by_name_and_range(key, value):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
         load_sim_config(overrides={key: value})
     assert "\n" not in str(err.value)
+
+
+def test_jobs_are_drawn_in_chunks_as_in_one_block():
+    """Memory stays bounded for many jobs, and a job's noise does not depend on the chunking:
+    the first jobs of a large run are those of a small one with the same seed."""
+    from evalstop_gym.sim.drift import CHUNK_JOBS, progress_drift
+
+    points = eval_points(0.1, True)
+    big = progress_drift(np.random.default_rng(4), 2 * CHUNK_JOBS + 7, points, 0.1)
+    one = np.random.default_rng(4).standard_normal((2 * CHUNK_JOBS + 7, 2401))
+    assert big.shape == (2 * CHUNK_JOBS + 7, len(points))
+    small = progress_drift(np.random.default_rng(4), CHUNK_JOBS - 1, points, 0.1)
+    np.testing.assert_array_equal(big[:CHUNK_JOBS - 1], small)
+    # the draws are the block's: the first node of every path is its first normal
+    np.testing.assert_array_equal(progress_drift(np.random.default_rng(4), 2 * CHUNK_JOBS + 7,
+                                                 np.array([0.0]), 0.1)[:, 0], one[:, 0])

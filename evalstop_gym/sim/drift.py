@@ -18,18 +18,23 @@ import numpy as np
 from scipy.signal import lfilter
 
 DRIFT_GRID = 2400   # intervals of progress [0, 1] the path is drawn on
+CHUNK_JOBS = 512    # jobs whose paths are held at once (a path is 19 kB; memory stays bounded)
 
 
 def progress_drift(rng: np.random.Generator, n_jobs: int, points: np.ndarray,
                    scale: float) -> np.ndarray:
     """(n_jobs x len(points)) unit-variance drift, rows independent; draws n_jobs x
-    (DRIFT_GRID + 1) normals from `rng` whatever the points."""
+    (DRIFT_GRID + 1) normals from `rng` whatever the points (in chunks of jobs: the same
+    draws as one block)."""
     phi = np.exp(-1.0 / (DRIFT_GRID * scale))
-    e = rng.standard_normal((n_jobs, DRIFT_GRID + 1))
-    e[:, 1:] *= np.sqrt(1.0 - phi * phi)          # stationary from the first node on
-    path = lfilter([1.0], [1.0, -phi], e, axis=1)
     at = np.clip(np.asarray(points, dtype=float), 0.0, 1.0) * DRIFT_GRID
     at = np.where(np.abs(at - np.round(at)) < 1e-6, np.round(at), at)   # a node hit exactly
     left = np.minimum(np.floor(at).astype(np.int64), DRIFT_GRID - 1)
     w = at - left
-    return (1.0 - w) * path[:, left] + w * path[:, left + 1]
+    out = np.empty((n_jobs, len(at)))
+    for start in range(0, n_jobs, CHUNK_JOBS):
+        e = rng.standard_normal((min(CHUNK_JOBS, n_jobs - start), DRIFT_GRID + 1))
+        e[:, 1:] *= np.sqrt(1.0 - phi * phi)          # stationary from the first node on
+        path = lfilter([1.0], [1.0, -phi], e, axis=1)
+        out[start:start + len(e)] = (1.0 - w) * path[:, left] + w * path[:, left + 1]
+    return out
