@@ -49,5 +49,5 @@ def philly_specs(config: SimConfig, streams: Streams) -> RunSpecs:
                       for d, g in zip(window.duration, window.gpus, strict=True)], np.int64)
     hacking = draw_hacking(config.workload, types, streams.curves)
     points = eval_points(config.evals.interval, config.evals.final)
-    noise = eval_noise(streams.noise, (n, len(points)), config.noise)
+    noise = eval_noise(streams.noise, (n, len(points)), config.noise, points)
     return trace_specs(config, window, tenants, hacking), points, noise

@@ -41,9 +41,11 @@ COLUMNS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["build", "public"],
+    p.add_argument("action", choices=["build", "public", "noise-fit"],
                    help="build: train every run, write the files; public: rebuild the corpus "
-                        "of public runs from snapshots of their repositories (--snapshots)")
+                        "of public runs from snapshots of their repositories (--snapshots); "
+                        "noise-fit: fit the simulator's drift noise to the public corpus's "
+                        "design half, write noise_fit.json")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"folder to write to (default: {DEFAULT_OUT}/ in the current folder; a "
                         "folder inside the installed package, such as the shipped corpus, is "
@@ -126,6 +128,10 @@ def main(args: argparse.Namespace) -> int:
         from . import public
 
         return public.main(args)
+    if args.action == "noise-fit":
+        from . import noise_fit
+
+        return noise_fit.main(args)
     out = check_out(args.out)
     families = [args.only] if args.only else list(FAMILIES)
     total = sum(len(GENERATORS[f].run_settings()) for f in families)

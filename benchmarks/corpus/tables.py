@@ -20,7 +20,8 @@ from ..analysis.tables import to_markdown
 GROUPS = {"supervised": "supervised corpus (digits MLPs; declining = overfitting)",
           "reward": "reward over-optimisation corpus",
           "gauss0.05": "synthetic E2 workload, Gaussian sigma 0.05",
-          "ar1-0.10": "synthetic E2 workload, AR(1) rho 0.5 sigma 0.1"}
+          "ar1-0.10": "synthetic E2 workload, AR(1) rho 0.5 sigma 0.1",
+          "drift-fit": "synthetic E2 workload, drift noise fitted to the public corpus"}
 DENSITY_OF = {0.05: "5%", 0.1: "10%", 0.15: "15%", round(1 / 60, 6): "native"}
 DENSITIES = ("native", "5%", "10%", "15%")
 HEADLINE = "DeclineTest-0.05"

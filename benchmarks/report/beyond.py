@@ -36,8 +36,9 @@ from ..sweep.runner import load_runs  # noqa: E402
 
 log = logging.getLogger(__name__)
 
-NOISE_MODELS = ("gaussian", "student_t", "ar1")
-NOISE_NAMES = {"gaussian": "Gaussian", "student_t": "Student-t (df 3)", "ar1": "AR(1) rho 0.5"}
+NOISE_MODELS = ("gaussian", "student_t", "ar1", "drift")
+NOISE_NAMES = {"gaussian": "Gaussian", "student_t": "Student-t (df 3)", "ar1": "AR(1) rho 0.5",
+               "drift": "drift fitted to public runs"}
 REFERENCE = "SRTF-Est"
 TABLE_SIGMAS = (0.05, 0.10)
 FPR_BAR, RECALL_BAR = 0.05, 0.80

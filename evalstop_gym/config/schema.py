@@ -29,7 +29,7 @@ CURVE_SHAPE_CAP = _Cap(cap=1000.0, why="beyond this the curve is flat or a strai
 CURVE_SOURCES = ("synthetic", "corpus")
 CORPUS_FAMILIES = ("supervised", "reward")
 CORPUS_NOISE = ("recorded", "added")
-NOISE_MODELS = ("gaussian", "student_t", "ar1")
+NOISE_MODELS = ("gaussian", "student_t", "ar1", "drift")
 WORKLOAD_SOURCES = ("synthetic", "philly")
 WORKLOAD_COUNTS = ("independent", "exact")
 EVAL_COSTS = ("per_type", "per_gpu")
@@ -252,6 +252,10 @@ class NoiseConfig(Validated):
     df: float = _f(3.0, 2, None, "Student-t degrees of freedom (> 2 so the variance exists)",
                    lo_open=True)
     rho: float = _f(0.5, -1, 1, "AR(1) correlation between consecutive evals of one job")
+    drift_share: float = _f(0.5, 0, 1, "drift model: share of the noise variance (sigma^2) in "
+                            "the smooth drift; the rest is i.i.d. Gaussian")
+    drift_scale: float = _f(0.1, 0.005, None, "drift model: the drift's time-scale in progress "
+                            "units (fraction of the run; correlation exp(-lag / drift_scale))")
 
 
 @dataclass(frozen=True)

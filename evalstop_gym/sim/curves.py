@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import NoiseConfig
+from .drift import progress_drift
 
 # the four parameters of a training-loss curve (`exp_loss`), in draw order
 LOSS_PARAMS = ("initial", "floor_fraction", "plateau_progress", "residual")
@@ -50,11 +51,15 @@ def exp_loss(p: np.ndarray | float, initial: np.ndarray | float,
     return floor + (initial - floor) * np.exp(-rate * p)
 
 
-def eval_noise(rng: np.random.Generator, shape: tuple[int, int], cfg: NoiseConfig) -> np.ndarray:
+def eval_noise(rng: np.random.Generator, shape: tuple[int, int], cfg: NoiseConfig,
+               points: np.ndarray | None = None) -> np.ndarray:
     """Noise for a (jobs x evals) grid, standard deviation cfg.sigma, rows independent.
 
     gaussian: i.i.d.; student_t: i.i.d. heavy-tailed, rescaled to unit variance; ar1: stationary
-    AR(1) along each row with correlation rho and the same marginal variance.
+    AR(1) along each row with correlation rho and the same marginal variance; drift: a smooth
+    drift in progress (`sim.drift`: variance share drift_share, time-scale drift_scale) plus
+    i.i.d. Gaussian noise, the same marginal variance. `points` (the evals' progress) is needed
+    by drift only, whose correlation is in progress rather than in eval index.
     """
     n_jobs, n_evals = shape
     if n_evals == 0:
@@ -70,6 +75,12 @@ def eval_noise(rng: np.random.Generator, shape: tuple[int, int], cfg: NoiseConfi
         scale = np.sqrt(1.0 - cfg.rho**2)
         for i in range(1, n_evals):
             z[:, i] = cfg.rho * z[:, i - 1] + scale * e[:, i]
+    elif cfg.model == "drift":
+        if points is None or len(points) != n_evals:
+            raise ValueError(f"noise model 'drift' needs the {n_evals} eval points' progress")
+        drift = progress_drift(rng, n_jobs, points, cfg.drift_scale)   # first: same path at
+        z = np.sqrt(cfg.drift_share) * drift + np.sqrt(1.0 - cfg.drift_share) * \
+            rng.standard_normal(shape)                                  # any density
     else:  # pragma: no cover - rejected by config validation
         raise ValueError(f"unknown noise model {cfg.model!r}")
     return cfg.sigma * z

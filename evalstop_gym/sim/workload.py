@@ -106,7 +106,7 @@ def synthetic_specs(config: SimConfig, streams: Streams) -> RunSpecs:
     tenants = arrivals_rng.integers(0, wl.n_tenants, n)
     types, hacking = draw_types(wl, arrivals_rng, curves_rng)
     points = eval_points(config.evals.interval, config.evals.final)
-    noise = eval_noise(noise_rng, (n, len(points)), config.noise)
+    noise = eval_noise(noise_rng, (n, len(points)), config.noise, points)
     specs = []
     for i in range(n):
         job_type = JOB_TYPES[types[i]]
