@@ -81,8 +81,14 @@ def test_labels_are_recomputed_from_the_curves_by_the_rule(provenance) -> None:
 
 
 def test_the_split_is_by_repository(provenance) -> None:
-    split = split_by_repository([(p["repo"], p["label"]) for p in provenance])
-    assert all(p["split"] == split[p["repo"]] for p in provenance)
+    """Every repository's half is recorded in sources.json and kept by the rule; a repository
+    added later joins a half without moving any recorded one."""
+    halves = json.loads((public_dir() / "sources.json").read_text(encoding="utf-8"))["halves"]
+    runs = [(p["repo"], p["label"]) for p in provenance]
+    split = split_by_repository(runs, halves)
+    assert all(p["split"] == split[p["repo"]] == halves[p["repo"]] for p in provenance)
+    grown = split_by_repository([*runs, ("new/one", "declining"), ("new/two", "healthy")], halves)
+    assert {repo: grown[repo] for repo in split} == split
     halves = {h: [p["label"] for p in provenance if p["split"] == h] for h in ("design", "test")}
     assert abs(halves["design"].count("declining") - halves["test"].count("declining")) <= 8
     assert min(len(h) for h in halves.values()) >= 0.3 * len(provenance)

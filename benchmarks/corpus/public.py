@@ -6,7 +6,9 @@ describes, the kind of training and the log's format. For each, the file is read
 from a snapshot of its repository (`DIR/<owner>+<name>/repo`, `DIR/<owner>+<name>` or
 `DIR/<owner>/<name>`: a git directory or a clone; `git show <commit>:<path>`), parsed by the
 package's own log readers (`traces.log_formats`: the metric chosen as `replay` chooses it),
-oriented, labelled in hindsight (`traces.public_runs.hindsight_label`) and split by repository.
+oriented, labelled in hindsight (`traces.public_runs.hindsight_label`) and split by repository,
+each repository keeping the half `sources.json`'s `halves` records (record a new repository's
+half there after its first build, so that later additions never move it).
 Runs with fewer than `MIN_EVALS` evals, whose metric is not measured on held-out data, or whose
 licence is not permissive, are left out and listed under `skipped`. `runs.csv` and
 `provenance.json` are written atomically into `--out` (never into the installed package; copy
@@ -105,8 +107,10 @@ def check_source(source: dict[str, Any]) -> None:
                          f"{', '.join(FILE_NAMES)}")
 
 
-def build(sources: Sequence[dict[str, Any]], snapshots: Path) -> tuple[list[dict], dict]:
-    """(CSV rows, provenance document) of every usable source."""
+def build(sources: Sequence[dict[str, Any]], snapshots: Path,
+          halves: dict[str, str] | None = None) -> tuple[list[dict], dict]:
+    """(CSV rows, provenance document) of every usable source; `halves`: each repository's
+    recorded half, kept (`split_by_repository`)."""
     rows: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -138,7 +142,7 @@ def build(sources: Sequence[dict[str, Any]], snapshots: Path) -> tuple[list[dict
         runs.append({"run_id": rid, **source, "metric": run.metric, "mode": run.mode,
                      "n_evals": len(run.values), "max_steps": max_steps,
                      "label": label.label, "best_at": label.best_at})
-    split = split_by_repository([(r["repo"], r["label"]) for r in runs])
+    split = split_by_repository([(r["repo"], r["label"]) for r in runs], halves)
     for r in runs:
         r["split"] = split[r["repo"]]
     doc = {"command": "evalstop-bench corpus public --snapshots DIR", "runs": runs,
@@ -159,8 +163,11 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("corpus public needs --snapshots DIR: a folder holding a snapshot of "
                          "each repository that sources.json names")
     out = check_out(args.out)
-    sources = json.loads((public_dir() / "sources.json").read_text(encoding="utf-8"))["sources"]
-    rows, doc = build(sources, Path(args.snapshots))
+    shipped = json.loads((public_dir() / "sources.json").read_text(encoding="utf-8"))
+    halves = shipped.get("halves", {})
+    if bad := {repo: h for repo, h in halves.items() if h not in ("design", "test")}:
+        raise UsageError(f"sources.json halves: {bad}: each half must be design or test")
+    rows, doc = build(shipped["sources"], Path(args.snapshots), halves)
     write_text(out / "runs.csv", to_csv(rows))
     write_text(out / "provenance.json", json.dumps(doc, indent=1) + "\n")
     labels = [r["label"] for r in doc["runs"]]

@@ -24,11 +24,13 @@ median is 0, as on a quantised metric -- times sqrt(1/c_b + 1/c_end) for the c e
   noise);
 - ambiguous otherwise (scored by neither recall nor false stops).
 
-The split is by repository, so no repository has runs on both sides (`split_by_repository`): the
-repositories, in the order of a hash of their names, each go to the half that keeps the two
-halves' counts of declining runs (weighted twice) and of other runs closest (ties: `design`).
-`design` is what detectors are designed on, `test` what they are reported on; the split is
-recorded in `provenance.json`.
+The split is by repository, so no repository has runs on both sides (`split_by_repository`), and
+a repository's half, once recorded (`sources.json`'s `halves`), never changes: adding runs never
+moves a run that was designed on into the test half, or back. A new repository, in the order of a
+hash of the names, goes to the half that keeps the two halves' counts of declining runs (weighted
+twice) and of other runs closest (ties: `design`), counting the recorded ones first. `design` is
+what detectors are designed on, `test` what they are reported on; the split is recorded in
+`provenance.json`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import functools
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -106,8 +108,11 @@ def hindsight_label(scores: np.ndarray, noise: float | None = None) -> Label:
     return Label(label, b, drop, span, spread)
 
 
-def split_by_repository(runs: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """`design` or `test` per repository, from (repository, label) per run (module docstring)."""
+def split_by_repository(runs: Sequence[tuple[str, str]],
+                        recorded: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`design` or `test` per repository, from (repository, label) per run; a repository in
+    `recorded` keeps its half (module docstring)."""
+    recorded = recorded or {}
     counts: dict[str, dict[str, int]] = {}
     for repo, label in runs:
         c = counts.setdefault(repo, {"declining": 0, "runs": 0})
@@ -122,8 +127,11 @@ def split_by_repository(runs: Sequence[tuple[str, str]]) -> dict[str, str]:
         n = halves[half][1] + c["runs"] - halves[other][1]
         return 2 * abs(d) + abs(n - d), half != "design"
 
-    for repo in sorted(counts, key=lambda r: hashlib.sha256(r.lower().encode()).hexdigest()):
-        half = min(halves, key=lambda h: imbalance(h, counts[repo]))
+    def order(repo: str) -> tuple[bool, str]:
+        return repo not in recorded, hashlib.sha256(repo.lower().encode()).hexdigest()
+
+    for repo in sorted(counts, key=order):
+        half = recorded.get(repo) or min(halves, key=lambda h: imbalance(h, counts[repo]))
         split[repo] = half
         halves[half][0] += counts[repo]["declining"]
         halves[half][1] += counts[repo]["runs"]
