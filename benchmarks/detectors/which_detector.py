@@ -65,7 +65,7 @@ DENSITIES = {"5%": 0.05, "10%": 0.10, "15%": 0.15, "native": 1.0 / 60.0}
 NOISES = {"gauss": {"noise.model": "gaussian", "noise.sigma": 0.05},
           "ar1": {"noise.model": "ar1", "noise.rho": 0.5, "noise.sigma": 0.10},
           # fitted to the public corpus's design half (corpus noise-fit, docs/noise.md)
-          "drift": {"noise.model": "drift", "noise.sigma": 0.132, "noise.drift_share": 0.983,
+          "drift": {"noise.model": "drift", "noise.sigma": 0.128, "noise.drift_share": 0.983,
                     "noise.drift_scale": 0.25}}
 SEEDS = (42, 123, 456, 789, 1024)
 MAX_CORPUS_FALSE_STOPS = 0.02
