@@ -239,12 +239,15 @@ def summarise(sim: pd.DataFrame, corpus: pd.DataFrame, oracle: pd.DataFrame,
     for density in DENSITIES:
         for det in mean.index.get_level_values("detector").unique():
             g, a = mean.loc[("gauss", density, det)], mean.loc[("ar1", density, det)]
+            drift = mean.loc[("drift", density, det)] if ("drift", density, det) in mean.index \
+                else pd.Series({"recall": np.nan, "fpr": np.nan})
             stops = corpus[(corpus.density == density) & (corpus.detector == det)]["stopped"]
             best = oracle_at(oracle, "gauss", density, g.fpr)[0]
             rows.append({"density": density, "detector": det, "recall": g.recall,
                          "recall_early": g.recall_early, "gpu_min_saved": g.gpu_min_saved,
                          "fpr": g.fpr, "ar1_recall": a.recall, "ar1_fpr": a.fpr,
-                         "ar1_fpr_monitored": a.fpr_monitored,
+                         "ar1_fpr_monitored": a.fpr_monitored, "drift_recall": drift.recall,
+                         "drift_fpr": drift.fpr,
                          "corpus_false_stops": stops.mean() if len(stops) else np.nan,
                          "oracle_recall": best,
                          "ar1_oracle_recall": oracle_at(oracle, "ar1", density, a.fpr)[0],
@@ -256,7 +259,8 @@ def summarise(sim: pd.DataFrame, corpus: pd.DataFrame, oracle: pd.DataFrame,
         rows.append({"density": density, "detector": ORACLE, "recall": recall,
                      "recall_early": early, "gpu_min_saved": np.nan, "fpr": fpr,
                      "ar1_recall": ar1_recall, "ar1_fpr": ar1_fpr, "ar1_fpr_monitored": np.nan,
-                     "corpus_false_stops": np.nan, "oracle_recall": recall,
+                     "drift_recall": np.nan, "drift_fpr": np.nan, "corpus_false_stops": np.nan,
+                     "oracle_recall": recall,
                      "ar1_oracle_recall": ar1_recall, "share_of_oracle": 1.0})
     return pd.DataFrame(rows)
 
@@ -336,7 +340,11 @@ def render(summary: pd.DataFrame, seeds: Sequence[int], corpus_runs: int | None,
              "before-completion recall (early), GPU-minutes saved per run and FPR (healthy RLHF "
              "jobs) at Gaussian sigma 0.05; AR(1) rho 0.5 sigma 0.1 recall and FPR, and the FPR "
              "over the healthy jobs of every type the detector monitors (DPO jobs, which never "
-             "decline in E2, as well); false stops of the corpus's healthy runs"
+             "decline in E2, as well); recall and FPR under the drift noise fitted to the "
+             "public runs (`docs/noise.md`: a slow drift in progress beside i.i.d. noise, "
+             f"sigma {NOISES['drift']['noise.sigma']:g}; the oracle, which assumes i.i.d. "
+             "noise there, has no drift columns); "
+             "false stops of the corpus's healthy runs"
              + (f" (the first {corpus_runs} of each family)" if corpus_runs else "")
              + "; the Bayes oracle's recall at the detector's own FPR (Gaussian and AR(1); the "
              "oracle knows the generative model, `benchmarks/detectors/oracle.py`, and is "
@@ -346,14 +354,16 @@ def render(summary: pd.DataFrame, seeds: Sequence[int], corpus_runs: int | None,
         lines += [f"### Evals every {density}" if density != "native"
                   else "### Native density (1/60)", "",
                   "| detector | recall | early | GPU-min saved | FPR | AR(1) recall | AR(1) FPR "
-                  "| AR(1) FPR, all monitored | corpus false stops | oracle recall at this FPR "
-                  "| share of oracle | AR(1) oracle recall at this FPR |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| AR(1) FPR, all monitored | drift recall | drift FPR | corpus false stops "
+                  "| oracle recall at this FPR | share of oracle "
+                  "| AR(1) oracle recall at this FPR |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in summary[summary.density == density].itertuples():
             saved = "n/a" if pd.isna(r.gpu_min_saved) else f"{r.gpu_min_saved:.0f}"
             lines.append(f"| {r.detector} | {pct(r.recall)} | {pct(r.recall_early)} | "
                          f"{saved} | {pct(r.fpr)} | {pct(r.ar1_recall)} | "
                          f"{pct(r.ar1_fpr)} | {pct(r.ar1_fpr_monitored)} | "
+                         f"{pct(r.drift_recall)} | {pct(r.drift_fpr)} | "
                          f"{pct(r.corpus_false_stops)} | "
                          f"{pct(r.oracle_recall)} | {pct(r.share_of_oracle)} | "
                          f"{pct(r.ar1_oracle_recall)} |")
