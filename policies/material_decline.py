@@ -25,6 +25,15 @@ The noise model is TrendTest's with three changes for real curves:
   `SMOOTH_Z` standard errors (`is_smooth`), the curve is smooth: its second differences are
   curvature, not noise, and rho is unidentified and taken as 0. On such runs TrendTest's rho
   reaches its 0.95 clip and its widened test can never stop.
+- Rho only where it can be seen. The lag ratio TrendTest reads rho from is -1 under i.i.d. noise
+  and -0.59 at rho 0.5, and its sd is `LAG_RATIO_SD` / sqrt(triples) (simulated); a lone run of
+  100 evals reads it to +-0.37, so its rho_hat swings between 0 and the 0.95 clip from one eval
+  to the next and the widened test misses plain declines. Rho is read only once the triples (the
+  run's and its like peers') tell rho 0.5 from i.i.d. at two standard errors (`RHO_PAIRS`,
+  `rho_identified`): in a group of like runs, as the simulator's AR(1) jobs are. A lone run's
+  noise is taken as independent: under autocorrelated noise its false stops can exceed alpha,
+  and only the materiality rule stands between a wander and a stop (on the public runs' healthy
+  half, whose noise is mostly a slow drift, no more were stopped than with rho read).
 - Only like peers. Ended runs of the group lend their noise prior and rho only when they are of
   the run's kind (job type), their noise sd is within `LIKE_FACTOR` of the run's own, and their
   range of scores holds the run's latest level (the same metric on the same scale); the reason
@@ -51,13 +60,17 @@ from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, stop
 from .registry import register_detector
-from .trend_test import Evidence, Floats, Peers, lag_moments, trend_evidence
+from .trend_test import LAG_RATIO, RHO_GRID, Evidence, Floats, Peers, lag_moments, trend_evidence
 
 SHARE = 0.10          # material: a tenth of what the run gained by its best
 MIN_AFTER = 2         # sustained: evals since the best
 SMOOTH_Z = 3.0        # standard errors above -1/2 at which second differences are curvature
 NOISE = "segment"     # where sigma_hat comes from (`trend_null.NOISE_SOURCES`)
 LIKE_FACTOR = 4.0     # peers whose noise sd is within this factor of the run's lend their noise
+LAG_RATIO_SD = 3.7    # the lag ratio's sd x sqrt(triples), i.i.d. noise (simulated, 40-256 evals)
+RHO_SEEN = 0.5        # the smallest rho the triples must tell from i.i.d. noise (two sds)
+RHO_PAIRS = math.ceil((2.0 * LAG_RATIO_SD
+                       / (float(np.interp(RHO_SEEN, RHO_GRID, LAG_RATIO)) - LAG_RATIO[0])) ** 2)
 
 
 def is_material(fall: Fall) -> bool:
@@ -73,6 +86,11 @@ def own_noise(scores: Floats) -> float:
     if len(d) < 2 or not d @ d > 0:
         return math.nan
     return math.sqrt(float(d @ d) / (6.0 * len(d)))
+
+
+def rho_identified(lags: np.ndarray) -> bool:
+    """Whether the triples are enough to tell rho `RHO_SEEN` from i.i.d. noise (`RHO_PAIRS`)."""
+    return bool(lags[3] >= RHO_PAIRS)
 
 
 def is_smooth(lags: np.ndarray) -> bool:
@@ -143,7 +161,8 @@ class MaterialDecline(DetectorBase):
         peers, used = group.like(sigma, level) if group is not None else (None, 0)
         lags = lag_moments(scores) + (peers.lags if peers is not None else 0.0)
         ev = trend_evidence(scores, job.eval_progress, self.alpha, peers,
-                            rho_allowed=not is_smooth(lags), noise=NOISE)
+                            rho_allowed=rho_identified(lags) and not is_smooth(lags),
+                            noise=NOISE)
         return ev, used
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:

@@ -13,6 +13,8 @@ from test_decline_test import first_stop, grid
 from evalstop_gym.online import MonitorGroup, RunMonitor
 from evalstop_gym.policies import make_detector, parse_policy
 from evalstop_gym.policies.material_decline import (
+    LAG_RATIO_SD,
+    RHO_PAIRS,
     MaterialDecline,
     fall_since_best,
     is_material,
@@ -57,15 +59,26 @@ def test_false_stops_of_healthy_runs_stay_within_alpha(shape: str, n_evals: int,
     assert p > 1e-3, f"{stopped}/{n_runs} {shape} runs of {n_evals} evals stopped"
 
 
+def like_group(rng: np.random.Generator, n_runs: int, n_evals: int) -> np.ndarray:
+    """Runs alike (one plateauing true curve, one noise sd) under independent AR(1) noise."""
+    p = grid(n_evals)
+    true = 0.3 + rng.uniform(0.05, 0.4) * np.minimum(p / rng.uniform(0.1, 0.9), 1.0)
+    noise = rng.standard_normal((n_runs, n_evals))
+    for i in range(1, n_evals):                           # AR(1) rho 0.5, unit variance
+        noise[:, i] = 0.5 * noise[:, i - 1] + np.sqrt(0.75) * noise[:, i]
+    return true + rng.uniform(0.002, 0.05) * noise
+
+
 def test_under_autocorrelated_noise_like_peers_hold_the_budget() -> None:
     """AR(1) noise (rho 0.5) on plateauing runs of 40 evals, each judged with 30 ended like runs
-    of the group as peers (where rho is seen): stopped at most alpha of the time."""
+    (the same curve and noise sd) as peers, enough triples for rho to be seen: stopped at most
+    alpha of the time."""
     rng = np.random.default_rng(77)
-    peers = healthy_runs(rng, 30, 40, "ar1")
     stopped = 0
-    for run in healthy_runs(rng, 300, 40, "ar1"):
+    for _ in range(300):
+        run, *peers = like_group(rng, 31, 40)
         detector = MaterialDecline(0.05)
-        for peer in peers * (run.std() / peers.std()):           # the run's own noise scale
+        for peer in peers:
             detector.on_job_end(view_of(peer, "completed"))
         stopped += first_stop(detector, run, grid(40)) is not None
     assert stats.binomtest(stopped, 300, 0.05, alternative="greater").pvalue > 1e-3, stopped
@@ -114,6 +127,32 @@ def test_a_smooth_curve_is_told_from_autocorrelated_noise() -> None:
         for i in range(1, 2000):
             noise[i] = rho * noise[i - 1] + rng.standard_normal()
         assert not is_smooth(lag_moments(noise))
+
+
+def test_rho_is_read_only_where_the_triples_can_see_it() -> None:
+    """The lag ratio's sd under i.i.d. noise is LAG_RATIO_SD / sqrt(triples), as RHO_PAIRS
+    assumes; a lone AR(1) run with fewer triples is judged with rho 0, whatever its lags say,
+    and the same run among like ended runs (enough triples) with rho read."""
+    rng = np.random.default_rng(5)
+    for n in (64, 128):
+        ratios = []
+        for _ in range(1500):
+            v, c1, c2, _count = lag_moments(rng.standard_normal(n))
+            ratios.append((c1 - c2) / (v - c2))
+        assert np.std(ratios) * np.sqrt(n - 4) == pytest.approx(LAG_RATIO_SD, rel=0.1), n
+    noise = rng.standard_normal((31, 100))
+    for i in range(1, 100):                                       # AR(1) rho 0.8
+        noise[:, i] = 0.8 * noise[:, i - 1] + 0.6 * noise[:, i]
+    runs = 0.3 + 0.2 * np.minimum(grid(100) / 0.3, 1.0) + 0.01 * noise
+    run = runs[0]
+    assert len(run) - 4 < RHO_PAIRS
+    lone, _ = MaterialDecline(0.05).evidence(view_of(run, "running"))
+    assert lone is not None and lone.rho == 0.0
+    grouped = MaterialDecline(0.05)
+    for peer in runs[1:]:
+        grouped.on_job_end(view_of(peer, "completed"))
+    ev, used = grouped.evidence(view_of(run, "running"))
+    assert used > 0 and ev is not None and ev.rho > 0.0
 
 
 def test_a_fall_must_be_a_tenth_of_the_gain_and_sustained() -> None:
