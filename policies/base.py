@@ -35,6 +35,7 @@ class PriorityScheduler:
     incremental = False
     milestones: tuple[float, ...] = ()
     native_key: int | None = None   # `key` as a `sim.rules` KEY_* code
+    key_rises_at_checks = False     # its key reads the history: it may rise at a check
     _index: PriorityIndex | None = None
 
     def key(self, job: SchedulerJobView) -> Any:

@@ -34,6 +34,7 @@ class EvalSched(PriorityScheduler):
     name = "EvalSched"
     native_key = KEY_EVAL_SLICE
     incremental = True   # key frozen while waiting, never rising while running
+    key_rises_at_checks = True   # it reads the history
     preemptive = True
 
     def time_sliced(self, job: SchedulerJobView) -> bool:
@@ -49,4 +50,5 @@ class EvalSchedStrict(PriorityScheduler):
     name = "EvalSched-Strict"
     native_key = KEY_EVAL_DEMOTE
     incremental = True
+    key_rises_at_checks = True
     preemptive = True

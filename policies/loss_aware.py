@@ -29,4 +29,5 @@ class LossAware(PriorityScheduler):
     name = "LossAware"
     native_key = KEY_LOSS_IMPROVEMENT
     incremental = True   # key frozen while waiting, never rising while running
+    key_rises_at_checks = True   # it reads the history
     preemptive = True

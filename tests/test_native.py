@@ -331,7 +331,8 @@ def test_the_loop_paused_for_each_check_gives_the_same_run(policy_name: str) -> 
     platform_args = (config.cluster.gpus, float(config.cluster.preemption_overhead_min),
                      spec.key, spec.preemptive)
     tail = (k_by_type, spec.best_variant, float(spec.p), float(spec.threshold),
-            int(spec.window), float(config.cluster.time_slice_share))
+            int(spec.window), float(config.cluster.time_slice_share), spec.time_sliced,
+            spec.rekeys_at_checks)
     whole, whole_speed = _outcome_arrays(n, n_checks), packed["speed"].copy()
     status, events = kernel.run(*platform_args, spec.rule, *tail,
                                 **{**packed, "speed": whole_speed}, **whole._asdict())

@@ -37,6 +37,7 @@ from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of 
     RULE_NONE,
     RULE_PROGRESS,
     NativeSpec,
+    disagreement,
 )
 from .workload import JOB_TYPES
 
@@ -50,7 +51,9 @@ def select(config: SimConfig, policy: Policy, engine: str | None = None) -> Nati
     """The spec to run `policy` natively, or None for the reference engine.
 
     `engine`: "auto" (native when possible), "native" (an error when not possible) or "python";
-    None reads EVALSTOP_ENGINE, default "auto".
+    None reads EVALSTOP_ENGINE, default "auto". A policy whose compiled form would do other than
+    it declares (`rules.disagreement`: a time-sliced base whose key does not slice) is refused
+    under either, never run differently.
     """
     if engine is None:
         engine = os.environ.get("EVALSTOP_ENGINE", "auto")
@@ -63,6 +66,9 @@ def select(config: SimConfig, policy: Policy, engine: str | None = None) -> Nati
         why = "heterogeneous clusters (cluster.kinds) run on the reference engine only"
     elif spec is None:
         why = f"policy {policy.name!r} has no native form (protocols.CompiledKey, CompiledRule)"
+    elif disagreement(spec):
+        raise ValueError(f"policy {policy.name!r} has a native form that disagrees with it: "
+                         f"{disagreement(spec)}")
     elif not AVAILABLE:
         why = "numba is not installed"
     else:
@@ -99,6 +105,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Policy) ->
         total, float(config.cluster.preemption_overhead_min), spec.key, spec.preemptive,
         spec.rule, np.asarray(spec.monitored, np.int64), spec.best_variant, float(spec.p),
         float(spec.threshold), int(spec.window), float(config.cluster.time_slice_share),
+        spec.time_sliced, spec.rekeys_at_checks,
         **{k: v for k, v in packed.items() if k != "chk_score"}, **out)
     if status == kernel.ERR_LEFT_WAITING:
         raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "

@@ -33,7 +33,7 @@ from . import rules
 from .cluster import ARRIVAL, COMPLETION, EPS, PHASE_END
 from .jit import njit  # numba's, caching in the user's cache folder (never the package)
 from .pace import progress_between
-from .rules import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE, RULE_AGENT, RULE_NONE  # the spec's words
+from .rules import RULE_AGENT, RULE_NONE  # the spec's words
 
 # Job states and phases in native.STATES and jobs.Phase order
 PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
@@ -83,6 +83,8 @@ class Platform(NamedTuple):
     threshold: float
     window: int
     slice_share: float
+    time_sliced: bool        # a job its key demotes (major < 0) runs at `slice_share`
+    rekeys_at_checks: bool   # a running job's key may rise at a check: stored afresh there
 
 
 class Jobs(NamedTuple):
@@ -453,7 +455,7 @@ def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals,
 
 @njit(cache=True)
 def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
-        threshold, window, slice_share,
+        threshold, window, slice_share, time_sliced, rekeys_at_checks,
         arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced,
         chk_ptr, chk_prog, chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog,
         state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
@@ -463,7 +465,7 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
     loop = new_loop(total_gpus, arrival, gpus, 0)
     work_space = scratch(n)
     spec = Platform(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant,
-                    p_stop, threshold, window, slice_share)
+                    p_stop, threshold, window, slice_share, time_sliced, rekeys_at_checks)
     jobs = Jobs(arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced, chk_ptr,
                 chk_prog, chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog)
     out = Outcome(state, work, next_check, epoch, has_run, first_start, end_time, gpu_min,
@@ -523,7 +525,7 @@ def advance(spec, jobs, out, loop, sc):
     check of a monitored job under RULE_AGENT (DECISION: answer in fst[F_ANSWER], NaN to
     continue, and call again), or a heap with too little room (ROOM: grow it, call again)."""
     (total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
-     threshold, window, slice_share) = spec
+     threshold, window, slice_share, time_sliced, rekeys_at_checks) = spec
     (arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced, chk_ptr, chk_prog,
      chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog) = jobs
     (state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after, n_pre,
@@ -789,16 +791,17 @@ def advance(spec, jobs, out, loop, sc):
                     finished = COMPLETED
                 else:
                     new_phase = TRAIN
-                    if preemptive and key_kind >= KEY_EVAL_DEMOTE:
+                    if (preemptive and rekeys_at_checks) or time_sliced:
                         # a key read off the history may rise at a check: store it afresh, as
                         # the cluster's change log makes PriorityIndex re-view the job
                         major[j], key[j] = _rank_of(key_kind, j, _reported(
                             j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work),
                             arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr,
                             ev_score)
-                        n_rheap = _store_running_key(rheap, n_rheap, j, major, key, arrival,
-                                                     run_version)
-                        if key_kind == KEY_EVAL_SLICE:   # Cluster._slice: demoted, sliced
+                        if preemptive:
+                            n_rheap = _store_running_key(rheap, n_rheap, j, major, key,
+                                                         arrival, run_version)
+                        if time_sliced:   # Cluster._slice: demoted, sliced
                             speed[j] = 1.0 * slice_share if major[j] < 0 else 1.0
         if finished >= 0:                      # Cluster._end (the job is running)
             _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_min,

@@ -51,6 +51,27 @@ class NativeSpec(NamedTuple):
                                    # RULE_DECLINE_TEST: the false-alarm budget alpha;
                                    # RULE_PATIENCE: min_delta
     window: int = 0
+    time_sliced: bool = False      # the platform runs a job the key demotes (major < 0) at its
+                                   # slice share, from one check to the next
+    rekeys_at_checks: bool = False  # a running job's key may rise at a check: stored afresh there
+
+
+# What each compiled key does, beside ordering: a policy declares the same of itself (its
+# `time_sliced`, its `key_rises_at_checks`), and `disagreement` refuses a mismatch.
+SLICING_KEYS = (KEY_EVAL_SLICE,)
+KEYS_RISING_AT_CHECKS = (KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE)
+
+
+def disagreement(spec: NativeSpec) -> str:
+    """What the compiled key would do other than the policy declares ('' when nothing): a
+    time-sliced policy whose key does not slice would run unsliced on the compiled engine."""
+    for declared, keys, what in ((spec.time_sliced, SLICING_KEYS, "time-sliced"),
+                                 (spec.rekeys_at_checks, KEYS_RISING_AT_CHECKS,
+                                  "re-keyed at checks")):
+        if declared != (spec.key in keys):
+            return (f"it declares {'' if declared else 'not '}{what} but its native_key "
+                    f"{spec.key} is {'not ' if declared else ''}{what}")
+    return ""
 
 
 # ---------------------------------------------------------------------------- priority keys
