@@ -22,6 +22,7 @@ from .composed import ComposedPolicy
 from .eval_sched import EvalSched, EvalSchedStrict
 from .eval_stop import EvalStop
 from .fifo import FIFO
+from .las import LAS
 from .loss_aware import LossAware
 from .loss_plateau import LossPlateau
 from .sjf_est import SJFEst
@@ -49,7 +50,7 @@ class PolicyNameError(ValueError):
 
 BASES: dict[str, Callable[[], BaseScheduler]] = {
     "FIFO": FIFO, "SJF-Est": SJFEst, "SRTF-Est": SRTFEst, "LossAware": LossAware,
-    "EvalSched": EvalSched, "EvalSched-Strict": EvalSchedStrict,
+    "EvalSched": EvalSched, "EvalSched-Strict": EvalSchedStrict, "LAS": LAS,
 }
 
 DETECTORS: dict[str, Callable[[list[str]], Detector]] = {}

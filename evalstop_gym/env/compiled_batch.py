@@ -102,7 +102,8 @@ class CompiledBatch:
             int(cluster.gpus), float(cluster.preemption_overhead_min), spec.key,
             spec.preemptive, RULE_AGENT,
             np.array([int(t in self.monitored) for t in JOB_TYPES], np.int64), False, 0.0, 0.0,
-            0, float(cluster.time_slice_share), spec.time_sliced, spec.rekeys_at_checks)
+            0, float(cluster.time_slice_share), spec.time_sliced, spec.rekeys_at_checks,
+            spec.rekeys_at_passes)
         n_evals = len(eval_points(self.config.evals.interval, self.config.evals.final))
         self.encoder = StopObservation(n_evals, n_evals + len(self.milestones),
                                        Limits.of(self.config, n_evals))

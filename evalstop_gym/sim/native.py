@@ -105,7 +105,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Policy) ->
         total, float(config.cluster.preemption_overhead_min), spec.key, spec.preemptive,
         spec.rule, np.asarray(spec.monitored, np.int64), spec.best_variant, float(spec.p),
         float(spec.threshold), int(spec.window), float(config.cluster.time_slice_share),
-        spec.time_sliced, spec.rekeys_at_checks,
+        spec.time_sliced, spec.rekeys_at_checks, spec.rekeys_at_passes,
         **{k: v for k, v in packed.items() if k != "chk_score"}, **out)
     if status == kernel.ERR_LEFT_WAITING:
         raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "

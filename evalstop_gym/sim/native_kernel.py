@@ -85,6 +85,7 @@ class Platform(NamedTuple):
     slice_share: float
     time_sliced: bool        # a job its key demotes (major < 0) runs at `slice_share`
     rekeys_at_checks: bool   # a running job's key may rise at a check: stored afresh there
+    rekeys_at_passes: bool   # running jobs' keys rise as they run: all stored afresh at a pass
 
 
 class Jobs(NamedTuple):
@@ -186,12 +187,35 @@ def _passed(j, chk_ptr, chk_idx, next_check):
 
 
 @njit(cache=True)
-def _rank_of(key_kind, j, progress, arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check,
-             ev_ptr, ev_score):
-    """The scheduler's key of job j at `progress`: `rules.priority_key` on its history."""
+def _rank_of(key_kind, j, progress, service, arrival, dur_est, chk_ptr, chk_idx, chk_loss,
+             next_check, ev_ptr, ev_score):
+    """The scheduler's key of job j at `progress` and `service` (GPU-minutes held):
+    `rules.priority_key` on its history."""
     last, n_evals = _passed(j, chk_ptr, chk_idx, next_check)
     return _priority_key(key_kind, arrival[j], dur_est[j], progress, chk_loss[chk_ptr[j]:last],
-                         ev_score[ev_ptr[j]:ev_ptr[j] + n_evals])
+                         ev_score[ev_ptr[j]:ev_ptr[j] + n_evals], service)
+
+
+@njit(cache=True, inline="always")
+def _attained_service(j, now, phase, phase_start, gpu_min, gpus):
+    """The GPU-minutes job j has held by `now`: GPUs times the view's `attained_minutes`."""
+    attained = gpu_min[j] / gpus[j]
+    if phase[j] != IDLE:
+        attained += now - phase_start[j]
+    return gpus[j] * attained
+
+
+@njit(cache=True)
+def _running_key(key_kind, j, now, phase, work, phase_start, speed, duration, gpu_min, gpus,
+                 arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
+                 next_check, ev_ptr, ev_score):
+    """Running job j's key at `now`, as a view taken now gives it."""
+    progress = _reported(j, _current_work(phase[j], work[j], now, phase_start[j], speed[j],
+                                          duration[j]), paced, chk_ptr, next_check, chk_prog,
+                         chk_work)
+    return _rank_of(key_kind, j, progress, _attained_service(j, now, phase, phase_start, gpu_min,
+                                                             gpus), arrival, dur_est, chk_ptr,
+                    chk_idx, chk_loss, next_check, ev_ptr, ev_score)
 
 
 @njit(cache=True)
@@ -455,7 +479,7 @@ def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals,
 
 @njit(cache=True)
 def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
-        threshold, window, slice_share, time_sliced, rekeys_at_checks,
+        threshold, window, slice_share, time_sliced, rekeys_at_checks, rekeys_at_passes,
         arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced,
         chk_ptr, chk_prog, chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog,
         state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
@@ -465,7 +489,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
     loop = new_loop(total_gpus, arrival, gpus, 0)
     work_space = scratch(n)
     spec = Platform(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant,
-                    p_stop, threshold, window, slice_share, time_sliced, rekeys_at_checks)
+                    p_stop, threshold, window, slice_share, time_sliced, rekeys_at_checks,
+                    rekeys_at_passes)
     jobs = Jobs(arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced, chk_ptr,
                 chk_prog, chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog)
     out = Outcome(state, work, next_check, epoch, has_run, first_start, end_time, gpu_min,
@@ -525,7 +550,7 @@ def advance(spec, jobs, out, loop, sc):
     check of a monitored job under RULE_AGENT (DECISION: answer in fst[F_ANSWER], NaN to
     continue, and call again), or a heap with too little room (ROOM: grow it, call again)."""
     (total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
-     threshold, window, slice_share, time_sliced, rekeys_at_checks) = spec
+     threshold, window, slice_share, time_sliced, rekeys_at_checks, rekeys_at_passes) = spec
     (arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced, chk_ptr, chk_prog,
      chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog) = jobs
     (state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after, n_pre,
@@ -579,6 +604,16 @@ def advance(spec, jobs, out, loop, sc):
                     # before the lowest one taken fit in the GPUs it and those below it free.
                     # Every running job above it keeps its GPUs whatever the exact order; the
                     # exact fill covers the rest.
+                    if rekeys_at_passes:   # keys that rose as their jobs ran, stored afresh
+                        n_rheap = 0
+                        for q in range(n_run):
+                            j = run_list[q]
+                            major[j], key[j] = _running_key(
+                                key_kind, j, now, phase, work, phase_start, speed, duration,
+                                gpu_min, gpus, arrival, dur_est, paced, chk_ptr, chk_prog,
+                                chk_work, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
+                            n_rheap = _store_running_key(rheap, n_rheap, j, major, key,
+                                                         arrival, run_version)
                     first = _best_waiting(cls_gpus, cls_off, cls_size, wait, major, key,
                                           arrival, total_gpus)
                     n_top, n_pending, n_prefix = 0, 0, 0
@@ -607,13 +642,10 @@ def advance(spec, jobs, out, loop, sc):
                                 break
                             n_rheap = heap_pop(rheap, n_rheap)
                             j = bound
-                            major[j], key[j] = _rank_of(
-                                key_kind, j, _reported(
-                                    j, _current_work(phase[j], work[j], now, phase_start[j],
-                                                     speed[j], duration[j]),
-                                    paced, chk_ptr, next_check, chk_prog, chk_work),
-                                arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check,
-                                ev_ptr, ev_score)
+                            major[j], key[j] = _running_key(
+                                key_kind, j, now, phase, work, phase_start, speed, duration,
+                                gpu_min, gpus, arrival, dur_est, paced, chk_ptr, chk_prog,
+                                chk_work, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
                             if _ranks_before(first, j, major, key, arrival):
                                 r = n_pending      # pending stays ascending
                                 while r > 0 and _ranks_before(j, pending[r - 1], major, key,
@@ -685,7 +717,8 @@ def advance(spec, jobs, out, loop, sc):
                             gpu_min, gpu_after)
                     n_run = _leave_running(j, run_list, run_pos, run_seq, n_run)
                     major[j], key[j] = _rank_of(key_kind, j, _reported(
-                        j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
+                        j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work),
+                        _attained_service(j, now, phase, phase_start, gpu_min, gpus), arrival,
                         dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
                     _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
                     n_wait += 1
@@ -741,8 +774,8 @@ def advance(spec, jobs, out, loop, sc):
             popped += 1
             if kind == ARRIVAL:
                 major[j], key[j] = _rank_of(key_kind, j, _reported(
-                    j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
-                    dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
+                    j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), 0.0, arrival,
+                    dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)  # unserved
                 _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
                 n_wait += 1
                 needs_pass = True
@@ -796,6 +829,7 @@ def advance(spec, jobs, out, loop, sc):
                         # the cluster's change log makes PriorityIndex re-view the job
                         major[j], key[j] = _rank_of(key_kind, j, _reported(
                             j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work),
+                            _attained_service(j, now, phase, phase_start, gpu_min, gpus),
                             arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr,
                             ev_score)
                         if preemptive:
