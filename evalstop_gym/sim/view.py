@@ -34,7 +34,9 @@ its label. Use `corpus_noise: added` where that matters (a shared leaderboard).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from .jobs import Job, Phase
 from .rules import decline_count
@@ -80,6 +82,17 @@ class ClusterView:
     free_by_kind: tuple[int, ...] = ()     # heterogeneous clusters only: free GPUs per kind
     gpus_by_kind: tuple[int, ...] = ()     # GPUs per kind
     kind_speeds: tuple[float, ...] = ()    # speed of each kind relative to the reference GPU
+
+
+@runtime_checkable
+class FoldableHistory(Protocol):
+    """A view's history that keeps a running statistic between evals (a live run's, see
+    `evalstop_gym.online.HistoryWindow`): `fold(name, params, step, init)` is `step` folded over
+    the history from `init`, resumed where the last fold of `name` with the same `params` stopped.
+    A detector that can fold asks for this protocol; any other history it reads whole."""
+
+    def fold(self, name: str, params: Hashable, step: Callable[[Any, float], Any],
+             init: Any) -> Any: ...
 
 
 def make_view(job: Job, now: float) -> SchedulerJobView:
