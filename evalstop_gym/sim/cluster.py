@@ -22,11 +22,11 @@ from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
 from .pace import work_at
 from .protocols import Allocation, Planner, Policy, StopDecision, capabilities, checked_decision
+from .rules import ROUNDING
 from .view import ClusterView, SchedulerJobView, current_work, make_view
 
 ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
 MILESTONE, COMPLETION = -1, -2  # check kinds that run no eval
-EPS = 1e-9
 
 
 class CheckRequest(NamedTuple):
@@ -326,7 +326,7 @@ class Cluster:
             past_peak = max(0.0, end - max(start, job.peak_work))
             job.gpu_minutes_after_peak += job.gpus * past_peak * job.duration / job.speed
             job.work, job.progress = end, job.reported_progress(end)
-        elif job.work > job.peak_work + EPS:
+        elif job.work > job.peak_work + ROUNDING:
             job.gpu_minutes_after_peak += job.gpus * elapsed
         job.phase_start = self.now
 
@@ -446,7 +446,7 @@ def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
     evals = {round(float(p), 10) for p in job.eval_points}
     checks += [(m, MILESTONE) for m in milestones if m not in evals]
     checks.sort()
-    if not checks or checks[-1][0] < 1.0 - EPS:
+    if not checks or checks[-1][0] < 1.0 - ROUNDING:
         checks.append((1.0, COMPLETION))
     return checks
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..config import SimConfig
 from .cluster import COMPLETION, _merge_checks, check_work_rows
 from .curves import exp_loss
-from .jobs import Job, JobState, Observation
+from .jobs import STATES, Job, JobState, Observation
 from .kernel import SimulationError
 from .protocols import Policy, capabilities
 from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of the engine)
@@ -43,8 +43,6 @@ from .workload import JOB_TYPES
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
 ENGINES = ("auto", "native", "python")
-STATES = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED,
-          JobState.STOPPED)
 
 
 def select(config: SimConfig, policy: Policy, engine: str | None = None) -> NativeSpec | None:

@@ -30,14 +30,16 @@ from typing import NamedTuple
 import numpy as np
 
 from . import rules
-from .cluster import ARRIVAL, COMPLETION, EPS, PHASE_END
+from .cluster import ARRIVAL, COMPLETION, PHASE_END
 from .jit import njit  # numba's, caching in the user's cache folder (never the package)
+from .jobs import STATES, JobState, Phase
 from .pace import progress_between
-from .rules import RULE_AGENT, RULE_NONE  # the spec's words
+from .rules import ROUNDING, RULE_AGENT, RULE_NONE  # the spec's words
 
-# Job states and phases in native.STATES and jobs.Phase order
-PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
-IDLE, RESTART, TRAIN, EVAL = 0, 1, 2, 3
+# Job states as their index in jobs.STATES, phases as jobs.Phase's values
+PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = (STATES.index(s) for s in (
+    JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED, JobState.STOPPED))
+IDLE, RESTART, TRAIN, EVAL = (int(p) for p in (Phase.IDLE, Phase.RESTART, Phase.TRAIN, Phase.EVAL))
 OK, ERR_LEFT_WAITING, ERR_PAST, ERR_GPUS = 0, 1, 2, 3
 DECISION, ROOM = 4, 5    # `advance` paused: a check for the agent; a heap to grow
 
@@ -426,7 +428,7 @@ def _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_m
         past_peak = max(0.0, end - max(start, peak[j]))
         gpu_after[j] += gpus[j] * past_peak * duration[j] / speed[j]
         work[j] = end
-    elif work[j] > peak[j] + EPS:
+    elif work[j] > peak[j] + ROUNDING:
         gpu_after[j] += gpus[j] * elapsed
     phase_start[j] = now
 

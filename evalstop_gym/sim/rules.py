@@ -30,6 +30,9 @@ RULE_DECLINE_TEST, RULE_PATIENCE = 4, 5
 # Not a rule: the compiled engine pauses at each check of a monitored type for an agent's answer
 RULE_AGENT = 6
 Floats = Sequence[float] | np.ndarray   # a view's tuple, or a slice of the engine's arrays
+# Progress, work and counts closer than this are equal: they are sums and products of fractions
+# (eval intervals, mix shares) that floating point leaves a few ulps apart
+ROUNDING = 1e-9
 
 
 class NativeSpec(NamedTuple):
@@ -156,7 +159,7 @@ def declines(scores: Floats, k: int, below_best: bool) -> float:
 
 def progress_reached(progress: float, p: float) -> float:
     """StopAt-p: the progress, once it reaches p."""
-    return progress if progress >= p - 1e-9 else np.nan
+    return progress if progress >= p - ROUNDING else np.nan
 
 
 def loss_plateau(losses: Floats, threshold: float, window: int) -> float:
