@@ -16,6 +16,7 @@ from evalstop_gym.sim.rules import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
+from .registry import register_base
 
 
 def past_peak(job: SchedulerJobView) -> bool:
@@ -52,3 +53,7 @@ class EvalSchedStrict(PriorityScheduler):
     incremental = True
     key_rises_at_checks = True
     preemptive = True
+
+
+register_base("EvalSched", EvalSched)
+register_base("EvalSched-Strict", EvalSchedStrict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from evalstop_gym.sim.rules import KEY_ATTAINED_SERVICE
 
 from .base import PriorityScheduler
+from .registry import register_base
 
 
 class LAS(PriorityScheduler):
@@ -19,3 +20,6 @@ class LAS(PriorityScheduler):
     native_key = KEY_ATTAINED_SERVICE
     preemptive = True
     key_rises_while_running = True   # so no incremental pass: every pass ranks afresh
+
+
+register_base("LAS", LAS)
