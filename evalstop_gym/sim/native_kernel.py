@@ -1,7 +1,8 @@
 """The compiled event loop: `Cluster.run` over arrays, for priority schedulers and stop rules.
 
 What is this module's own, and what it mirrors: the event loop mirrors `Cluster` (`cluster.py`:
-`_next`, `_handle`, `_check`, `_charge`, `_start_phase`, `_apply`, `_end`, `_slice`) and the
+`_next`, `_handle`, `_check`, `_apply`, `_end`, `_slice`; a phase's cost, its length and a job's
+work are `transitions.py`'s functions, which both engines call) and the
 scheduling pass mirrors `PriorityScheduler.schedule` (policies/base.py: rank by (key, arrival,
 id), fill greedily) and, for preemptive schedulers, `PriorityIndex.allocate`
 (policies/priority_index.py: the same allocation, refreshing only the running jobs it must).
@@ -29,12 +30,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import rules
+from . import rules, transitions
 from .cluster import ARRIVAL, COMPLETION, PHASE_END
-from .jit import njit  # numba's, caching in the user's cache folder (never the package)
+from .jit import jitable, njit  # numba's, caching in the user's cache folder (never the package)
 from .jobs import STATES, JobState, Phase
 from .pace import progress_between
-from .rules import ROUNDING, RULE_AGENT, RULE_NONE  # the spec's words
+from .rules import RULE_AGENT, RULE_NONE  # the spec's words
 
 # Job states as their index in jobs.STATES, phases as jobs.Phase's values
 PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = (STATES.index(s) for s in (
@@ -144,12 +145,10 @@ class Scratch(NamedTuple):
 
 
 
-@njit(cache=True)
-def _current_work(phase, work, now, phase_start, speed, duration):
-    """view.current_work."""
-    if phase == TRAIN:
-        return min(1.0, work + (now - phase_start) * speed / duration)
-    return work
+# a job's transitions, compiled: the very functions `Cluster` calls
+_work_after = njit(cache=True, inline="always")(jitable(transitions.work_after))
+_phase_charge = njit(cache=True, inline="always")(transitions.phase_charge)
+_phase_minutes = njit(cache=True, inline="always")(transitions.phase_minutes)
 
 
 _progress_between = njit(cache=True, inline="always")(progress_between)   # the one formula
@@ -212,8 +211,8 @@ def _running_key(key_kind, j, now, phase, work, phase_start, speed, duration, gp
                  arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
                  next_check, ev_ptr, ev_score):
     """Running job j's key at `now`, as a view taken now gives it."""
-    progress = _reported(j, _current_work(phase[j], work[j], now, phase_start[j], speed[j],
-                                          duration[j]), paced, chk_ptr, next_check, chk_prog,
+    progress = _reported(j, _work_after(phase[j], work[j], now - phase_start[j], speed[j],
+                                        duration[j]), paced, chk_ptr, next_check, chk_prog,
                          chk_work)
     return _rank_of(key_kind, j, progress, _attained_service(j, now, phase, phase_start, gpu_min,
                                                              gpus), arrival, dur_est, chk_ptr,
@@ -408,28 +407,25 @@ def _leave_running(j, run_list, run_pos, run_seq, n_run):
 
 
 @njit(cache=True, inline="always")
-def _train_minutes(j, chk_work, chk_ptr, next_check, work, duration, speed):
-    """Cluster._start_phase's TRAIN length: to the job's next check point."""
-    target = chk_work[chk_ptr[j] + next_check[j]]
-    return max(0.0, (target - work[j]) * duration[j] / speed[j])
+def _phase_length(j, chk_work, chk_ptr, next_check, work, duration, speed, phase, overhead,
+                  eval_min):
+    """How long job j's phase `phase` lasts (training: to its next check point)."""
+    return _phase_minutes(phase, overhead, eval_min[j], chk_work[chk_ptr[j] + next_check[j]],
+                          work[j], speed[j], duration[j])
 
 
 @njit(cache=True)
 def _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_min,
             gpu_after):
-    """Cluster._charge (in work: `peak` holds each job's work at its peak)."""
+    """The phase job j is in, charged up to `now` (`peak`: its work at its peak)."""
     elapsed = now - phase_start[j]
     if elapsed <= 0 or phase[j] == IDLE:
         return
-    gpu_min[j] += gpus[j] * elapsed
-    if phase[j] == TRAIN:
-        start = work[j]
-        end = _current_work(phase[j], work[j], now, phase_start[j], speed[j], duration[j])
-        past_peak = max(0.0, end - max(start, peak[j]))
-        gpu_after[j] += gpus[j] * past_peak * duration[j] / speed[j]
-        work[j] = end
-    elif work[j] > peak[j] + ROUNDING:
-        gpu_after[j] += gpus[j] * elapsed
+    spent, past_peak, end = _phase_charge(phase[j], gpus[j], elapsed, work[j], peak[j],
+                                          speed[j], duration[j])
+    work[j] = end
+    gpu_min[j] += spent
+    gpu_after[j] += past_peak
     phase_start[j] = now
 
 
@@ -751,8 +747,8 @@ def advance(spec, jobs, out, loop, sc):
                     has_run[j] = True
                     phase[j] = RESTART if resuming else TRAIN    # Cluster._start_phase
                     phase_start[j] = now
-                    length = overhead if resuming else _train_minutes(
-                        j, chk_work, chk_ptr, next_check, work, duration, speed)
+                    length = _phase_length(j, chk_work, chk_ptr, next_check, work, duration,
+                                           speed, phase[j], overhead, eval_min)
                     seq += 1
                     n_heap = _push_event(heap, n_heap, now + length, seq, j, epoch[j])
                 if status != OK:
@@ -852,8 +848,8 @@ def advance(spec, jobs, out, loop, sc):
         elif new_phase >= 0:                   # Cluster._start_phase
             phase[j] = new_phase
             phase_start[j] = now
-            length = eval_min[j] / speed[j] if new_phase == EVAL else _train_minutes(
-                j, chk_work, chk_ptr, next_check, work, duration, speed)
+            length = _phase_length(j, chk_work, chk_ptr, next_check, work, duration, speed,
+                                   new_phase, overhead, eval_min)
             seq += 1
             n_heap = _push_event(heap, n_heap, now + length, seq, j, epoch[j])
 

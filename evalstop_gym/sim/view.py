@@ -40,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .jobs import Job, Phase
 from .rules import decline_count
+from .transitions import work_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +128,7 @@ def _history(job: Job) -> tuple[tuple[float, ...], tuple[float, ...], tuple[floa
 
 def current_work(job: Job, now: float) -> float:
     """The share of the job's training minutes done at `now` (hidden: see pace.py)."""
-    if job.phase == Phase.TRAIN:
-        return min(1.0, job.work + (now - job.phase_start) * job.speed / job.duration)
-    return job.work
+    return work_after(job.phase, job.work, now - job.phase_start, job.speed, job.duration)
 
 
 def current_progress(job: Job, now: float) -> float:
