@@ -5,7 +5,7 @@ Subcommands live in `SUBCOMMANDS`, name -> module path; each module exposes
 subcommand runs or its own --help is asked (so `evalstop-bench --help` imports none), and one
 whose module is absent is skipped, so a new one is a single entry here. This module stays light:
 what the commands share of the user's input is in `usage.py`, the sweep options in
-`sweep_command.py`.
+`sweep/command.py`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import numpy as np
 
 from .config import MetricsConfig
 from .sim.jobs import Job, JobState
+from .sim.rules import ROUNDING
 
 METRIC_COLUMNS = ("jct", "ttfuc", "wasted_frac", "saved_frac", "precision", "recall",
                   "recall_early", "fpr", "fpr_all", "f1", "jain", "n_stopped", "quality_regret",
@@ -26,7 +27,7 @@ def job_record(job: Job, cfg: MetricsConfig) -> dict[str, Any]:
     stopped = job.state is JobState.STOPPED
     best = job.best_checkpoint()
     delivered = _delivered_true_score(job, stopped)
-    remaining_evals = int(np.sum(job.eval_points > job.progress + 1e-9))
+    remaining_evals = int(np.sum(job.eval_points > job.progress + ROUNDING))
     saved = job.gpus * (job.duration * (1.0 - job.work) + remaining_evals * job.eval_minutes)
     return {
         "job_id": job.job_id, "tenant": job.tenant, "job_type": job.job_type, "gpus": job.gpus,

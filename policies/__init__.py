@@ -1,11 +1,23 @@
-"""Schedulers and stop rules. They see jobs only through `SchedulerJobView`."""
+"""Schedulers and stop rules. They see jobs only through `SchedulerJobView`.
 
+Each module registers the names it answers to (`register_base`, `register_detector`), and
+`registry.MODULES` declares every module that does, so importing the package knows them all.
+"""
+
+from .bocpd import BOCPD
 from .composed import ComposedPolicy
+from .cusum import CUSUM
+from .decline_test import DeclineTest
 from .eval_sched import EvalSched
 from .eval_stop import EvalStop
 from .fifo import FIFO
+from .las import LAS
 from .loss_aware import LossAware
 from .loss_plateau import LossPlateau
+from .material_decline import MaterialDecline
+from .median_pruner import MedianPruner
+from .patience import Patience
+from .peer_prior import PeerPrior
 from .registry import (
     BASES,
     DETECTORS,
@@ -20,22 +32,12 @@ from .registry import (
 from .sjf_est import SJFEst
 from .srtf_est import SRTFEst
 from .stop_at import StopAt
+from .trend_test import TrendTest
 
 __all__ = [
-    "BASES", "DETECTORS", "ComposedPolicy", "EvalSched", "EvalStop", "FIFO", "LossAware",
-    "LossPlateau", "PolicyNameError", "SJFEst", "SRTFEst", "StopAt", "make_base", "make_detector",
-    "make_policy", "parse_policy", "register_base", "register_detector",
+    "BASES", "BOCPD", "CUSUM", "DETECTORS", "ComposedPolicy", "DeclineTest", "EvalSched",
+    "EvalStop", "FIFO", "LAS", "LossAware", "LossPlateau", "MaterialDecline", "MedianPruner",
+    "Patience", "PeerPrior", "PolicyNameError", "SJFEst", "SRTFEst", "StopAt", "TrendTest",
+    "make_base", "make_detector", "make_policy", "parse_policy", "register_base",
+    "register_detector",
 ]
-
-# Detectors beyond the paper; each module registers its name prefix on import.
-from .bocpd import BOCPD  # noqa: E402
-from .cusum import CUSUM  # noqa: E402
-from .decline_test import DeclineTest  # noqa: E402
-from .material_decline import MaterialDecline  # noqa: E402
-from .median_pruner import MedianPruner  # noqa: E402
-from .patience import Patience  # noqa: E402
-from .peer_prior import PeerPrior  # noqa: E402
-from .trend_test import TrendTest  # noqa: E402
-
-__all__ += ["BOCPD", "CUSUM", "DeclineTest", "MaterialDecline", "MedianPruner", "Patience",
-            "PeerPrior", "TrendTest"]

@@ -35,6 +35,8 @@ class PriorityScheduler:
     incremental = False
     milestones: tuple[float, ...] = ()
     native_key: int | None = None   # `key` as a `sim.rules` KEY_* code
+    key_rises_at_checks = False     # its key reads the history: it may rise at a check
+    key_rises_while_running = False  # it grows as the job runs (so not `incremental`)
     _index: PriorityIndex | None = None
 
     def key(self, job: SchedulerJobView) -> Any:
@@ -42,7 +44,8 @@ class PriorityScheduler:
         if self.native_key is None:
             raise NotImplementedError(f"{type(self).__name__}: set native_key or override key")
         return priority_key(self.native_key, job.arrival_time, job.duration_estimate,
-                            job.progress, job.loss_history, job.eval_scores)
+                            job.progress, job.loss_history, job.eval_scores,
+                            job.gpus * job.attained_minutes)
 
     def _rank(self, jobs: Sequence[SchedulerJobView]) -> list[SchedulerJobView]:
         return sorted(jobs, key=lambda j: (self.key(j), j.arrival_time, j.job_id))

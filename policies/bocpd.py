@@ -35,7 +35,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.view import ClusterView, FoldableHistory, SchedulerJobView
 
 from .detector import stop
 from .noise_estimate import NoiseScaledDetector
@@ -86,9 +86,8 @@ def posterior(scores: Sequence[float], sigma: float, hazard: float,
     """The posterior after the last score (None before the first); a history that can `fold`
     (a live run's) keeps it between evals, so each eval is folded in once."""
     step = posterior_step(sigma, hazard, tau)
-    fold = getattr(scores, "fold", None)
-    if fold is not None:
-        return fold("BOCPD.posterior", (float(sigma), hazard, float(tau)), step, None)
+    if isinstance(scores, FoldableHistory):
+        return scores.fold("BOCPD.posterior", (float(sigma), hazard, float(tau)), step, None)
     post: Posterior | None = None
     for x in scores:
         post = step(post, float(x))

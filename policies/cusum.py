@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.view import ClusterView, FoldableHistory, SchedulerJobView
 
 from .detector import stop
 from .noise_estimate import NoiseScaledDetector
@@ -37,12 +37,11 @@ def cusum_down(scores: Sequence[float], scale: float, drift: float) -> float:
 
     A history that can `fold` (a live run's, see `evalstop_gym.online`) keeps the statistic
     between evals while the scale stays the same (a fixed sigma), so each eval is added once."""
-    fold = getattr(scores, "fold", None)
-    if fold is not None:
+    if isinstance(scores, FoldableHistory):
         def step(state: tuple[float, float | None], x: float) -> tuple[float, float | None]:
             s, prev = state
             return (s if prev is None else max(0.0, s - (x - prev) / scale - drift)), x
-        return fold("CUSUM.down", (float(scale), drift), step, (0.0, None))[0]
+        return scores.fold("CUSUM.down", (float(scale), drift), step, (0.0, None))[0]
     s = 0.0
     for d in np.diff(np.asarray(scores, dtype=float)):
         s = max(0.0, s - d / scale - drift)

@@ -16,6 +16,7 @@ from evalstop_gym.sim.rules import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
+from .registry import register_base
 
 
 def past_peak(job: SchedulerJobView) -> bool:
@@ -34,6 +35,7 @@ class EvalSched(PriorityScheduler):
     name = "EvalSched"
     native_key = KEY_EVAL_SLICE
     incremental = True   # key frozen while waiting, never rising while running
+    key_rises_at_checks = True   # it reads the history
     preemptive = True
 
     def time_sliced(self, job: SchedulerJobView) -> bool:
@@ -49,4 +51,9 @@ class EvalSchedStrict(PriorityScheduler):
     name = "EvalSched-Strict"
     native_key = KEY_EVAL_DEMOTE
     incremental = True
+    key_rises_at_checks = True
     preemptive = True
+
+
+register_base("EvalSched", EvalSched)
+register_base("EvalSched-Strict", EvalSchedStrict)

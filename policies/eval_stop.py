@@ -22,6 +22,7 @@ from evalstop_gym.sim.rules import RULE_DECLINES, decline_count
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
+from .registry import register_detector
 
 __all__ = ["EvalStop", "decline_count"]
 
@@ -68,3 +69,13 @@ class EvalStop(DetectorBase):
 
     def reason(self, job_type: str, declines: float) -> str:
         return f"{int(declines)} consecutive eval declines (k={self.k[job_type]})"
+
+
+def _factory(args: list[str]) -> EvalStop:
+    variant = "best" if args and args[-1] == "best" else "previous"
+    nums = [a for a in args if a != "best"]
+    return EvalStop(k_rlhf=int(nums[0]) if nums else 2,
+                    k_dpo=int(nums[1]) if len(nums) > 1 else None, variant=variant)
+
+
+register_detector("EvalStop", _factory, "EvalStop-K[-K_DPO][-best]: K and K_DPO positive integers")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from evalstop_gym.sim.rules import KEY_ARRIVAL
 
 from .base import PriorityScheduler
+from .registry import register_base
 
 
 class FIFO(PriorityScheduler):
@@ -17,3 +18,5 @@ class FIFO(PriorityScheduler):
     native_key = KEY_ARRIVAL
     incremental = True   # key frozen while waiting, never rising while running
 
+
+register_base("FIFO", FIFO)

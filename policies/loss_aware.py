@@ -12,6 +12,7 @@ from evalstop_gym.sim.rules import KEY_LOSS_IMPROVEMENT
 from evalstop_gym.sim.view import SchedulerJobView
 
 from .base import PriorityScheduler
+from .registry import register_base
 
 
 def loss_improvement(job: SchedulerJobView) -> float:
@@ -29,4 +30,8 @@ class LossAware(PriorityScheduler):
     name = "LossAware"
     native_key = KEY_LOSS_IMPROVEMENT
     incremental = True   # key frozen while waiting, never rising while running
+    key_rises_at_checks = True   # it reads the history
     preemptive = True
+
+
+register_base("LossAware", LossAware)

@@ -14,6 +14,7 @@ from evalstop_gym.sim.rules import RULE_LOSS_PLATEAU, loss_plateau
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
+from .registry import register_detector
 
 
 class LossPlateau(DetectorBase):
@@ -49,3 +50,14 @@ class LossPlateau(DetectorBase):
 
     def reason(self, job_type: str, gain: float) -> str:
         return f"loss improved {gain:.2%} over {self.window} checks"
+
+
+def _factory(args: list[str]) -> LossPlateau:
+    threshold = float(args[0]) if args else 0.02
+    window = int(args[1]) if len(args) > 1 else 3
+    return LossPlateau(threshold, window)
+
+
+register_detector("LossPlateau", _factory,
+                  "LossPlateau-THRESHOLD-WINDOW: THRESHOLD a number > 0, WINDOW a whole number "
+                  ">= 1")

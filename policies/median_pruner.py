@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.rules import ROUNDING
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, stop
@@ -56,7 +57,7 @@ class MedianPruner(DetectorBase):
         return float(np.percentile(at, self.percentile))
 
     def _decide(self, job: SchedulerJobView, cluster: ClusterView) -> StopDecision:
-        if not job.eval_scores or job.eval_progress[-1] < self.warmup - 1e-9:
+        if not job.eval_scores or job.eval_progress[-1] < self.warmup - ROUNDING:
             return CONTINUE
         ref = self.reference(job.job_type, job.eval_progress[-1])
         if ref is not None and job.eval_scores[-1] < ref:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
 from evalstop_gym.sim.rules import RULE_PATIENCE, patience_step
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.view import ClusterView, FoldableHistory, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
 from .registry import register_detector
@@ -31,9 +31,8 @@ def evals_without_improvement(scores: Sequence[float], min_delta: float = 0.0) -
     A history that can `fold` (a live run's, see `evalstop_gym.online`) keeps the counter
     between evals, so each eval is looked at once."""
     step = _wait_step(min_delta)
-    fold = getattr(scores, "fold", None)
-    if fold is not None:
-        return fold("Patience.wait", (min_delta,), step, (None, 0))[1]
+    if isinstance(scores, FoldableHistory):
+        return scores.fold("Patience.wait", (min_delta,), step, (None, 0))[1]
     state: tuple[float | None, int] = (None, 0)
     for s in scores:
         state = step(state, s)

@@ -64,6 +64,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
+from evalstop_gym.sim.rules import ROUNDING
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import stop
@@ -250,7 +251,7 @@ class PeerPrior(TrendTest):
         scores = np.asarray(job.eval_scores, dtype=float)
         declining = (hindsight_label(scores, self.group_sigma(job.job_type, scores))
                      or self.trend_would_stop(job.job_type, progress, scores))
-        if declining or progress[-1] >= 1.0 - 1e-9:   # a cut-short run: only a decline it shows
+        if declining or progress[-1] >= 1.0 - ROUNDING:   # a cut-short run: only a decline it shows
             self.libraries.setdefault(job.job_type, Library()).add(progress, scores, declining)
 
     def trend_would_stop(self, job_type: str, progress: np.ndarray, scores: np.ndarray) -> bool:

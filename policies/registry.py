@@ -8,6 +8,7 @@ A detector name is a registered prefix followed by dash-separated numeric parame
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import sys
@@ -19,14 +20,6 @@ from evalstop_gym.experiment import split_policy
 from evalstop_gym.sim.protocols import BaseScheduler, Detector, Policy
 
 from .composed import ComposedPolicy
-from .eval_sched import EvalSched, EvalSchedStrict
-from .eval_stop import EvalStop
-from .fifo import FIFO
-from .loss_aware import LossAware
-from .loss_plateau import LossPlateau
-from .sjf_est import SJFEst
-from .srtf_est import SRTFEst
-from .stop_at import StopAt
 from .user_code import (
     UserCodeError,
     build_user_object,
@@ -47,11 +40,7 @@ class PolicyNameError(ValueError):
     """A policy name that no registered scheduler or detector answers to."""
 
 
-BASES: dict[str, Callable[[], BaseScheduler]] = {
-    "FIFO": FIFO, "SJF-Est": SJFEst, "SRTF-Est": SRTFEst, "LossAware": LossAware,
-    "EvalSched": EvalSched, "EvalSched-Strict": EvalSchedStrict,
-}
-
+BASES: dict[str, Callable[[], BaseScheduler]] = {}
 DETECTORS: dict[str, Callable[[list[str]], Detector]] = {}
 USAGE: dict[str, str] = {}   # prefix -> what its arguments must be, for error messages
 
@@ -101,30 +90,6 @@ def _check_new(kind: str, name: str, old: Callable[..., Any] | None,
     if not override:
         raise PolicyNameError(f"{what}: rename one, or pass override=True to replace the first")
     log.warning("%s (override=True): %s's replaces it", what, after)
-
-
-def _eval_stop(args: list[str]) -> Detector:
-    variant = "best" if args and args[-1] == "best" else "previous"
-    nums = [a for a in args if a != "best"]
-    return EvalStop(k_rlhf=int(nums[0]) if nums else 2,
-                    k_dpo=int(nums[1]) if len(nums) > 1 else None, variant=variant)
-
-
-register_detector("EvalStop", _eval_stop,
-                  "EvalStop-K[-K_DPO][-best]: K and K_DPO positive integers")
-
-
-def _loss_plateau(args: list[str]) -> Detector:
-    threshold = float(args[0]) if args else 0.02
-    window = int(args[1]) if len(args) > 1 else 3
-    return LossPlateau(threshold, window)
-
-
-register_detector("StopAt", lambda args: StopAt(float(args[0]) if args else 0.65),
-                  "StopAt-P: P a number in (0, 1)")
-register_detector("LossPlateau", _loss_plateau,
-                  "LossPlateau-THRESHOLD-WINDOW: THRESHOLD a number > 0, WINDOW a whole number "
-                  ">= 1")
 
 
 def make_base(name: str) -> BaseScheduler:
@@ -258,3 +223,14 @@ def _registered_by_user(name: str) -> bool:
     factory = BASES.get(name) or DETECTORS.get(name.split("-")[0])
     return factory is not None and not str(getattr(factory, "__module__", "")).startswith(
         "evalstop_gym.")
+
+
+# The package's own policy modules: each registers its names as it is imported (`register_base`,
+# `register_detector`), as a user's file does, and importing the package imports them all, so no
+# import line elsewhere decides whether a name is known (tests/test_registry.py fails when a
+# module that registers a name is missing here).
+MODULES = ("fifo", "sjf_est", "srtf_est", "loss_aware", "eval_sched", "las", "eval_stop", "stop_at",
+           "loss_plateau", "bocpd", "cusum", "decline_test", "material_decline", "median_pruner",
+           "patience", "peer_prior", "trend_test")
+for _module in MODULES:
+    importlib.import_module(f"{__package__}.{_module}")

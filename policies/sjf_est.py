@@ -5,6 +5,7 @@ from __future__ import annotations
 from evalstop_gym.sim.rules import KEY_DURATION_ESTIMATE
 
 from .base import PriorityScheduler
+from .registry import register_base
 
 
 class SJFEst(PriorityScheduler):
@@ -18,3 +19,5 @@ class SJFEst(PriorityScheduler):
     native_key = KEY_DURATION_ESTIMATE
     incremental = True   # key frozen while waiting, never rising while running
 
+
+register_base("SJF-Est", SJFEst)

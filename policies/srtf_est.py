@@ -5,6 +5,7 @@ from __future__ import annotations
 from evalstop_gym.sim.rules import KEY_REMAINING_ESTIMATE
 
 from .base import PriorityScheduler
+from .registry import register_base
 
 
 class SRTFEst(PriorityScheduler):
@@ -20,3 +21,5 @@ class SRTFEst(PriorityScheduler):
     incremental = True   # key frozen while waiting, never rising while running
     preemptive = True
 
+
+register_base("SRTF-Est", SRTFEst)

@@ -14,6 +14,7 @@ from evalstop_gym.sim.rules import RULE_PROGRESS, progress_reached
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 from .detector import DetectorBase, monitored, stop
+from .registry import register_detector
 
 
 class StopAt(DetectorBase):
@@ -45,3 +46,7 @@ class StopAt(DetectorBase):
 
     def reason(self, job_type: str, progress: float) -> str:
         return f"reached progress {self.p:g}"
+
+
+register_detector("StopAt", lambda args: StopAt(float(args[0]) if args else 0.65),
+                  "StopAt-P: P a number in (0, 1)")

@@ -59,7 +59,7 @@ from scipy.optimize import brentq
 from scipy.special import polygamma, stdtr
 
 from evalstop_gym.sim.protocols import CONTINUE, StopDecision
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
+from evalstop_gym.sim.view import ClusterView, FoldableHistory, SchedulerJobView
 
 from .detector import DetectorBase, stop
 from .registry import register_detector
@@ -266,9 +266,8 @@ def series_stats(scores: Floats) -> SeriesStats:
     """`SeriesStats` of `scores`: a live run's history (`fold`, see `evalstop_gym.online`) keeps
     them between evals, O(1) time and memory per eval however long the run; any other sequence
     is read whole."""
-    fold = getattr(scores, "fold", None)
-    if fold is not None:
-        return folded_stats(fold("TrendTest.series", (), series_step, SERIES_START))
+    if isinstance(scores, FoldableHistory):
+        return folded_stats(scores.fold("TrendTest.series", (), series_step, SERIES_START))
     s = np.asarray(scores, dtype=float)
     d = np.diff(s, n=2)
     return SeriesStats(int(np.argmax(s)), float(d @ d), lag_moments(s))
@@ -286,9 +285,9 @@ def horizon(progress: Floats, n: int, alpha: float) -> tuple[int, float]:
     """(looks to calibrate for, alpha to spend): the run's evals from progress when usable
     (positive, rising, at most 1), else the doubling epoch that holds look n, which spends
     alpha / 2^(epoch + 1). A live run's progress is folded: O(1) per eval."""
-    fold = getattr(progress, "fold", None)
-    if fold is not None and len(progress) == n:
-        count, ok, last, most = fold("TrendTest.horizon", (), progress_step, (0, True, 0.0, 0))
+    if isinstance(progress, FoldableHistory) and len(progress) == n:
+        count, ok, last, most = progress.fold("TrendTest.horizon", (), progress_step,
+                                              (0, True, 0.0, 0))
         if ok and last <= 1.0:
             return most, alpha
     else:

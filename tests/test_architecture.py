@@ -51,3 +51,32 @@ def test_the_simulator_importing_pandas_breaks_the_forbidden_contract(tmp_path: 
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "evalstop_gym.sim.breach -> pandas" in done.stdout
+
+
+# Every direct import a -> b such that b leads back to a. The package's own __init__ is left
+# out: `import evalstop_gym.policies` counts as importing it, a circle Python never walks.
+CIRCLES = ("import grimp; g = grimp.build_graph('evalstop_gym'); "
+           "[g.remove_import(importer=a, imported='evalstop_gym') for a in list(g.modules) "
+           "if 'evalstop_gym' in g.find_modules_directly_imported_by(a)]; "
+           "print('\\n'.join(f'{a} -> {b}' for a in sorted(g.modules) "
+           "for b in sorted(g.find_modules_directly_imported_by(a)) "
+           "if b != a and g.find_shortest_chain(importer=b, imported=a, as_packages=False)))")
+
+
+def import_circles(tree: Path) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", CIRCLES], cwd=tree, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(tree)}, text=True, timeout=300,
+                          check=True)
+    return [line for line in done.stdout.splitlines() if line]
+
+
+def test_no_module_imports_one_that_imports_it_back(tmp_path: Path) -> None:
+    assert import_circles(installed_layout(tmp_path)) == []
+
+
+def test_a_circle_between_two_modules_is_caught(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    traces = tree / "evalstop_gym" / "traces"
+    (traces / "circle_a.py").write_text("def f():\n    from .circle_b import g\n    return g\n")
+    (traces / "circle_b.py").write_text("from .circle_a import f\n\n\ndef g():\n    return f\n")
+    assert "evalstop_gym.traces.circle_a -> evalstop_gym.traces.circle_b" in import_circles(tree)

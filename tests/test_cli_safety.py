@@ -312,7 +312,7 @@ def crash_log(tmp_path, crashed: str):
 
 def test_a_crashed_run_is_replayed_but_never_a_peer(tmp_path, capsys):
     from evalstop_gym.benchmarks.detectors import replay
-    from evalstop_gym.traces.logs import read_logs
+    from evalstop_gym.traces.log_formats import read_logs
 
     peer = replay.replay(read_logs([crash_log(tmp_path, "yes")]), ["MedianPruner-50-1"])
     crash = replay.replay(read_logs([crash_log(tmp_path, "no")]), ["MedianPruner-50-1"])

@@ -53,7 +53,7 @@ POLICIES = ("SRTF-Est", "FIFO", "SJF-Est", "EvalStop-2+SRTF-Est", "EvalStop-3+SR
             "EvalSched", "EvalStop-2+EvalSched", "StopAt-0.5+LossAware",
             "EvalSched-Strict", "EvalStop-2+EvalSched-Strict",
             "LossPlateau+EvalSched", "DeclineTest-0.05+SRTF-Est", "Patience-2+FIFO",
-            "Patience-3-0.01+SRTF-Est")
+            "Patience-3-0.01+SRTF-Est", "LAS", "EvalStop-2+LAS")
 SEEDS = (3, 11)
 JOB_FIELDS = ("state", "progress", "work", "check_work", "next_check", "epoch", "has_run",
               "first_start", "end_time", "gpu_minutes", "gpu_minutes_after_peak", "n_preemptions",
@@ -331,7 +331,8 @@ def test_the_loop_paused_for_each_check_gives_the_same_run(policy_name: str) -> 
     platform_args = (config.cluster.gpus, float(config.cluster.preemption_overhead_min),
                      spec.key, spec.preemptive)
     tail = (k_by_type, spec.best_variant, float(spec.p), float(spec.threshold),
-            int(spec.window), float(config.cluster.time_slice_share))
+            int(spec.window), float(config.cluster.time_slice_share), spec.time_sliced,
+            spec.rekeys_at_checks, spec.rekeys_at_passes)
     whole, whole_speed = _outcome_arrays(n, n_checks), packed["speed"].copy()
     status, events = kernel.run(*platform_args, spec.rule, *tail,
                                 **{**packed, "speed": whole_speed}, **whole._asdict())

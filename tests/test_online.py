@@ -95,3 +95,19 @@ def test_monitor_decides_as_the_simulator(small_config, name):
         assert monitored_stops(run_jobs, name) == expected
         stops += sum(index is not None for index, _ in expected)
     assert stops > 0, f"{name} never stopped a job: the comparison would be vacuous"
+
+
+def test_a_live_history_declares_it_folds_and_a_view_s_tuple_does_not():
+    """Detectors ask `FoldableHistory` (not an attribute probe) whether to keep a statistic."""
+    from evalstop_gym.online import History
+    from evalstop_gym.policies.patience import evals_without_improvement
+    from evalstop_gym.sim.view import FoldableHistory
+
+    history = History()
+    for score in (0.5, 0.6, 0.55, 0.58, 0.57):
+        history.append(score)
+    window = history.window()
+    assert isinstance(window, FoldableHistory) and not isinstance(tuple(window), FoldableHistory)
+    wait = evals_without_improvement
+    assert wait(window, 0.0) == wait(tuple(window), 0.0) == 3
+    assert "Patience.wait" in history.memo   # the live history kept the running statistic

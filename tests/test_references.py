@@ -100,3 +100,28 @@ def test_readme_and_extending_page_name_the_same_compiled_rule_extension_points(
     assert callable(rules.stop_value) and hasattr(DetectorBase, "native_rule")
     for stale in ("native_kernel._decide", "sim/native.py`"):
         assert stale not in readme and stale not in page, stale
+
+
+SOURCES = sorted(p for d in ("evalstop_gym", "policies", "benchmarks") for p in (ROOT / d).rglob(
+    "*.py"))
+SOURCE_FILE = re.compile(r"`([\w./-]+\.py)\b")
+PLACEHOLDERS = {"mine.py", "path/to/mine.py", "file.py", "FILE.py"}   # a user's file, named
+
+
+def named_in_sources() -> list[tuple[str, str]]:
+    return sorted({(p.relative_to(ROOT).as_posix(), m) for p in SOURCES
+                   for m in SOURCE_FILE.findall(p.read_text(encoding="utf-8"))})
+
+
+def test_the_files_the_sources_name_exist():
+    """A docstring's `some/file.py` is a path from the repository, from the installed package,
+    or from a folder above the naming file (`sweep/command.py` from benchmarks/cli.py)."""
+    missing = []
+    for source, name in named_in_sources():
+        if name in PLACEHOLDERS:
+            continue
+        folders = [ROOT, ROOT / "evalstop_gym", *(ROOT / source).parents]
+        if not any((folder / name).exists() for folder in folders) and not any(
+                p.name == name for p in SOURCES):
+            missing.append(f"{source}: {name}")
+    assert missing == []

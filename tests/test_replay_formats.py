@@ -11,9 +11,9 @@ import pytest
 
 from evalstop_gym import traces
 from evalstop_gym.benchmarks.detectors import replay
-from evalstop_gym.traces.log_formats import detect, read_logs_skipping
+from evalstop_gym.traces.log_formats import detect, read_logs, read_logs_skipping
 from evalstop_gym.traces.log_metrics import mode_for, pick_metric
-from evalstop_gym.traces.logs import LogError, read_csv_runs, read_logs, read_trainer_state
+from evalstop_gym.traces.logs import LogError, read_csv_runs, read_trainer_state
 
 CORPUS = Path(traces.__file__).parent / "data" / "corpus"
 ACC = [0.52, 0.61, 0.68, 0.71, 0.69, 0.66, 0.64]     # peaks at the 4th eval

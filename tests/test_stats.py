@@ -264,7 +264,8 @@ def test_e4_compares_each_combination_with_its_own_base():
     from evalstop_gym.experiment import load_experiment
 
     exp = load_experiment("e4")
-    base_jct = {"FIFO": 2000.0, "SJF-Est": 1500.0, "SRTF-Est": 1200.0, "LossAware": 1300.0}
+    base_jct = {"FIFO": 2000.0, "SJF-Est": 1500.0, "SRTF-Est": 1200.0, "LossAware": 1300.0,
+                "LAS": 1400.0}
     rows = [{"experiment": "e4", "cell": c.key, "label": c.label, "policy": c.policy,
              "base": c.base, "detector": c.detector, "param": "", "value": math.nan,
              "seed": s, "jct": base_jct[c.base] * (0.9 if c.detector != "none" else 1.0) + s}

@@ -309,7 +309,7 @@ def test_a_file_registering_a_packaged_name_is_refused_naming_both(tmp_path, cap
                  "--import", str(shadow)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "detector 'EvalStop' is registered by " in err
-    assert "registry.py and again by " in err and f"{shadow}: rename one" in err
+    assert "eval_stop.py and again by " in err and f"{shadow}: rename one" in err
     assert make_detector("EvalStop-2").name.startswith("EvalStop")   # the packaged one still
     assert not (tmp_path / "out" / "tiny").exists()
 
@@ -319,7 +319,7 @@ def test_override_true_replaces_a_packaged_name_with_a_warning_naming_both(tmp_p
     import_user_modules([str(shadow)])
     assert make_detector("EvalStop-2").name.startswith("StopAt")
     [warning] = [r.getMessage() for r in caplog.records if "override=True" in r.getMessage()]
-    assert "registry.py" in warning and str(shadow) in warning
+    assert "eval_stop.py" in warning and str(shadow) in warning
 
 
 def test_two_imported_files_registering_one_name_are_refused(tmp_path):

@@ -28,6 +28,7 @@ CASES = {
 GRID = [("e2", "SRTF-Est", 0.05), ("e2", "FIFO", 0.5), ("e2-noisy-dense", "SJF-Est", 0.05),
         ("e2-noisy-dense", "EvalSched", 0.5), ("e2-16gpu-restart", "SRTF-Est", 0.05),
         ("e2-16gpu-restart", "EvalSched", 0.05), ("e2-16gpu-restart", "LossAware", 0.5),
+        ("e2-16gpu-restart", "LAS", 0.05),
         ("e1-milestones", "SRTF-Est", 0.05), ("e1-milestones", "FIFO", 0.5),
         ("philly-trace", "SRTF-Est", 0.1)]
 

@@ -20,6 +20,7 @@ from evalstop_gym.policies import SRTFEst
 from evalstop_gym.sim.cluster import CheckRequest, Cluster
 from evalstop_gym.sim.pace import knot_progress
 from evalstop_gym.sim.protocols import CONTINUE
+from evalstop_gym.sim.rules import ROUNDING
 from evalstop_gym.sim.workload import JOB_TYPES, eval_points
 from evalstop_gym.workloads import generate_workload
 
@@ -52,7 +53,7 @@ def duration_errors(config: SimConfig, seeds: Sequence[int]) -> dict[tuple[str, 
             p0, t0 = before.get(v.job_id, (0.0, 0.0))
             if 0 < v.progress < 1:
                 pace = (trained - t0) / (v.progress - p0)
-                later = knots[knots > v.progress + 1e-9]
+                later = knots[knots > v.progress + ROUNDING]
                 drift = np.exp(profile.step_time_volatility ** 2 * (later - v.progress) / 2)
                 guesses = (trained / v.progress, trained + (1 - v.progress) * pace,
                            trained + pace * float(np.sum(np.diff([v.progress, *later]) * drift)))

@@ -13,8 +13,6 @@ a folder of your own, compare, and copy them over by hand.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import logging
 import platform
@@ -26,6 +24,7 @@ from evalstop_gym.traces.corpus import FAMILIES, corpus_file, read_runs
 
 from ..durable import write_text
 from . import reward_hacking, supervised
+from .output import check_out, to_csv
 from .seeding import REPRODUCIBLE
 
 log = logging.getLogger(__name__)
@@ -54,16 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshots", type=Path, default=None,
                    help="public: a folder holding a snapshot (git directory or clone) of each "
                         "repository sources.json names, as <owner>+<name>/ or <owner>/<name>/")
-
-
-def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """Rows as CSV text; floats by `repr`, so they read back bit for bit."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([repr(row[c]) if isinstance(row[c], float) else row[c] for c in columns])
-    return buf.getvalue()
 
 
 def train_family(family: str, progress: Callable[[], None]) -> list[dict[str, Any]]:
@@ -100,25 +89,6 @@ def provenance(families: Sequence[str], out: Path) -> dict[str, Any]:
         if family == "reward":
             doc["families"][family]["gao_fit"] = fit_hacking_runs(runs, out / "reward.csv")
     return doc
-
-
-def check_out(out: Path) -> Path:
-    """--out, refused when it lies inside the installed package (the shipped corpus is data
-    every user's results depend on) or cannot be written."""
-    import evalstop_gym
-    import evalstop_gym.policies
-
-    from ..usage import UsageError, check_output
-
-    resolved = Path(out).resolve()
-    roots = [Path(str(m.__file__)).resolve().parent
-             for m in (evalstop_gym, evalstop_gym.policies)]
-    for root in [*roots, Path(__file__).resolve().parents[1]]:   # ... and the benchmarks
-        if resolved == root or root in resolved.parents:
-            raise UsageError(f"--out {out}: inside the installed package ({root}); build into "
-                             "a folder of your own (default ./corpus) and copy files over by "
-                             "hand to update the shipped corpus")
-    return check_output(out, "--out", "dir")
 
 
 def main(args: argparse.Namespace) -> int:

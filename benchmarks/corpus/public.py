@@ -43,6 +43,8 @@ from evalstop_gym.traces.public_runs import (
 
 from ..durable import write_text
 from ..usage import UsageError
+from .output import check_out
+from .output import to_csv as csv_rows
 
 log = logging.getLogger(__name__)
 MIN_EVALS = 10
@@ -151,14 +153,10 @@ def build(sources: Sequence[dict[str, Any]], snapshots: Path,
 
 
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:
-    from .build import to_csv as csv_text
-
-    return csv_text(rows, COLUMNS)
+    return csv_rows(rows, COLUMNS)
 
 
 def main(args: argparse.Namespace) -> int:
-    from .build import check_out
-
     if args.snapshots is None:
         raise UsageError("corpus public needs --snapshots DIR: a folder holding a snapshot of "
                          "each repository that sources.json names")

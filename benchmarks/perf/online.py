@@ -93,7 +93,7 @@ def write_log(path: Path, n: int) -> None:
 
 def replay_cost(n: int) -> tuple[float, float]:
     """(evals per second, peak MB) of reading and replaying a CSV log of n evals."""
-    from evalstop_gym.traces.logs import read_logs
+    from evalstop_gym.traces.log_formats import read_logs
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "log.csv"

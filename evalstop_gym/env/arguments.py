@@ -1,5 +1,5 @@
 """The env's own arguments and actions, checked once: a bad value is a one-line ValueError that
-names the argument and what it takes (config fields are checked by `config.py`)."""
+names the argument and what it takes (config fields are checked by `config/validation.py`)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ..config import SimConfig
-from ..policies import make_base
+from ..policies import BASES, make_base
 from ..sim import native
 from ..sim import native_kernel as kernel
 from ..sim.jit import njit
@@ -48,7 +48,7 @@ from ..sim.native_kernel import (
     Platform,
 )
 from ..sim.protocols import capabilities
-from ..sim.rules import RULE_AGENT, compiled, decline_count
+from ..sim.rules import RULE_AGENT, compiled, decline_count, disagreement
 from ..sim.workload import JOB_TYPES, eval_points
 from ..simulate import resolve_config, score
 from ..workloads import generate_workload
@@ -91,17 +91,19 @@ class CompiledBatch:
             raise ValueError("CompiledBatch runs homogeneous clusters only: cluster.kinds is set "
                              "(use EvalStopClusterEnv)")
         spec = capabilities(base).native
-        if spec is None:
-            raise ValueError(f"base_scheduler={base_scheduler!r} has no compiled form; choose "
-                             "one with a native key (FIFO, SJF-Est, SRTF-Est, LossAware, "
-                             "EvalSched, EvalSched-Strict)")
+        if spec is None or disagreement(spec):
+            why = disagreement(spec) if spec else "it has no compiled form"
+            known = [name for name in BASES if capabilities(BASES[name]()).native is not None]
+            raise ValueError(f"base_scheduler={base_scheduler!r}: {why}; choose one with a "
+                             f"native key ({', '.join(known)})")
         self.num_envs = int(num_envs)
         cluster = self.config.cluster
         self._platform = Platform(
             int(cluster.gpus), float(cluster.preemption_overhead_min), spec.key,
             spec.preemptive, RULE_AGENT,
             np.array([int(t in self.monitored) for t in JOB_TYPES], np.int64), False, 0.0, 0.0,
-            0, float(cluster.time_slice_share))
+            0, float(cluster.time_slice_share), spec.time_sliced, spec.rekeys_at_checks,
+            spec.rekeys_at_passes)
         n_evals = len(eval_points(self.config.evals.interval, self.config.evals.final))
         self.encoder = StopObservation(n_evals, n_evals + len(self.milestones),
                                        Limits.of(self.config, n_evals))

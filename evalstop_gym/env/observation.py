@@ -19,8 +19,8 @@ from gymnasium import spaces
 
 from ..config import SimConfig
 from ..sim.view import ClusterView, SchedulerJobView
+from ..sim.workload import JOB_TYPES
 
-JOB_TYPES = ("lora", "dpo", "rlhf")
 STATES = ("running", "pending", "preempted")
 TIME_SCALE = 1000.0   # minutes: scales times so that typical values are O(1)
 GPU_SCALE = 8.0       # GPUs: the largest per-job demand in the paper

@@ -22,11 +22,12 @@ from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
 from .pace import work_at
 from .protocols import Allocation, Planner, Policy, StopDecision, capabilities, checked_decision
-from .view import ClusterView, SchedulerJobView, current_work, make_view
+from .rules import ROUNDING
+from .transitions import phase_charge, phase_minutes
+from .view import ClusterView, SchedulerJobView, make_view
 
 ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
 MILESTONE, COMPLETION = -1, -2  # check kinds that run no eval
-EPS = 1e-9
 
 
 class CheckRequest(NamedTuple):
@@ -296,13 +297,9 @@ class Cluster:
     def _start_phase(self, job: Job, phase: Phase) -> None:
         job.phase = phase
         job.phase_start = self.now
-        if phase == Phase.RESTART:
-            length = self.overhead
-        elif phase == Phase.EVAL:
-            length = job.eval_minutes / job.speed
-        else:
-            target = job.check_work[job.next_check]
-            length = max(0.0, (target - job.work) * job.duration / job.speed)
+        target = job.check_work[job.next_check] if phase == Phase.TRAIN else 0.0
+        length = phase_minutes(phase, self.overhead, job.eval_minutes, target, job.work,
+                               job.speed, job.duration)
         self.queue.schedule(self.now + length, PHASE_END, job.job_id, job.epoch, PHASE_END)
 
     def _slice(self, job: Job) -> None:
@@ -319,15 +316,12 @@ class Cluster:
         elapsed = self.now - job.phase_start
         if elapsed <= 0 or job.phase == Phase.IDLE:
             return
-        job.gpu_minutes += job.gpus * elapsed
+        spent, past_peak, job.work = phase_charge(job.phase, job.gpus, elapsed, job.work,
+                                                  job.peak_work, job.speed, job.duration)
+        job.gpu_minutes += spent
+        job.gpu_minutes_after_peak += past_peak
         if job.phase == Phase.TRAIN:
-            start = job.work
-            end = current_work(job, self.now)
-            past_peak = max(0.0, end - max(start, job.peak_work))
-            job.gpu_minutes_after_peak += job.gpus * past_peak * job.duration / job.speed
-            job.work, job.progress = end, job.reported_progress(end)
-        elif job.work > job.peak_work + EPS:
-            job.gpu_minutes_after_peak += job.gpus * elapsed
+            job.progress = job.reported_progress(job.work)
         job.phase_start = self.now
 
     # ------------------------------------------------------------------ scheduling
@@ -446,7 +440,7 @@ def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
     evals = {round(float(p), 10) for p in job.eval_points}
     checks += [(m, MILESTONE) for m in milestones if m not in evals]
     checks.sort()
-    if not checks or checks[-1][0] < 1.0 - EPS:
+    if not checks or checks[-1][0] < 1.0 - ROUNDING:
         checks.append((1.0, COMPLETION))
     return checks
 

@@ -46,6 +46,9 @@ class JobState(str, enum.Enum):
         return self in (JobState.PENDING, JobState.PREEMPTED)
 
 
+STATES = tuple(JobState)   # a state's code in the compiled engine is its index here
+
+
 class Phase(enum.IntEnum):
     IDLE = 0
     RESTART = 1   # paying the preemption overhead

@@ -21,7 +21,7 @@ import numpy as np
 from ..config import SimConfig
 from .cluster import COMPLETION, _merge_checks, check_work_rows
 from .curves import exp_loss
-from .jobs import Job, JobState, Observation
+from .jobs import STATES, Job, JobState, Observation
 from .kernel import SimulationError
 from .protocols import Policy, capabilities
 from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of the engine)
@@ -37,20 +37,21 @@ from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of 
     RULE_NONE,
     RULE_PROGRESS,
     NativeSpec,
+    disagreement,
 )
 from .workload import JOB_TYPES
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
 ENGINES = ("auto", "native", "python")
-STATES = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED,
-          JobState.STOPPED)
 
 
 def select(config: SimConfig, policy: Policy, engine: str | None = None) -> NativeSpec | None:
     """The spec to run `policy` natively, or None for the reference engine.
 
     `engine`: "auto" (native when possible), "native" (an error when not possible) or "python";
-    None reads EVALSTOP_ENGINE, default "auto".
+    None reads EVALSTOP_ENGINE, default "auto". A policy whose compiled form would do other than
+    it declares (`rules.disagreement`: a time-sliced base whose key does not slice) is refused
+    under either, never run differently.
     """
     if engine is None:
         engine = os.environ.get("EVALSTOP_ENGINE", "auto")
@@ -63,6 +64,9 @@ def select(config: SimConfig, policy: Policy, engine: str | None = None) -> Nati
         why = "heterogeneous clusters (cluster.kinds) run on the reference engine only"
     elif spec is None:
         why = f"policy {policy.name!r} has no native form (protocols.CompiledKey, CompiledRule)"
+    elif disagreement(spec):
+        raise ValueError(f"policy {policy.name!r} has a native form that disagrees with it: "
+                         f"{disagreement(spec)}")
     elif not AVAILABLE:
         why = "numba is not installed"
     else:
@@ -99,6 +103,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Policy) ->
         total, float(config.cluster.preemption_overhead_min), spec.key, spec.preemptive,
         spec.rule, np.asarray(spec.monitored, np.int64), spec.best_variant, float(spec.p),
         float(spec.threshold), int(spec.window), float(config.cluster.time_slice_share),
+        spec.time_sliced, spec.rekeys_at_checks, spec.rekeys_at_passes,
         **{k: v for k, v in packed.items() if k != "chk_score"}, **out)
     if status == kernel.ERR_LEFT_WAITING:
         raise SimulationError("jobs left waiting on an idle cluster: the scheduler never "

@@ -1,7 +1,8 @@
 """The compiled event loop: `Cluster.run` over arrays, for priority schedulers and stop rules.
 
 What is this module's own, and what it mirrors: the event loop mirrors `Cluster` (`cluster.py`:
-`_next`, `_handle`, `_check`, `_charge`, `_start_phase`, `_apply`, `_end`, `_slice`) and the
+`_next`, `_handle`, `_check`, `_apply`, `_end`, `_slice`; a phase's cost, its length and a job's
+work are `transitions.py`'s functions, which both engines call) and the
 scheduling pass mirrors `PriorityScheduler.schedule` (policies/base.py: rank by (key, arrival,
 id), fill greedily) and, for preemptive schedulers, `PriorityIndex.allocate`
 (policies/priority_index.py: the same allocation, refreshing only the running jobs it must).
@@ -29,15 +30,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import rules
-from .cluster import ARRIVAL, COMPLETION, EPS, PHASE_END
-from .jit import njit  # numba's, caching in the user's cache folder (never the package)
+from . import rules, transitions
+from .cluster import ARRIVAL, COMPLETION, PHASE_END
+from .jit import jitable, njit  # numba's, caching in the user's cache folder (never the package)
+from .jobs import STATES, JobState, Phase
 from .pace import progress_between
-from .rules import KEY_EVAL_DEMOTE, KEY_EVAL_SLICE, RULE_AGENT, RULE_NONE  # the spec's words
+from .rules import RULE_AGENT, RULE_NONE  # the spec's words
 
-# Job states and phases in native.STATES and jobs.Phase order
-PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = 0, 1, 2, 3, 4
-IDLE, RESTART, TRAIN, EVAL = 0, 1, 2, 3
+# Job states as their index in jobs.STATES, phases as jobs.Phase's values
+PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = (STATES.index(s) for s in (
+    JobState.PENDING, JobState.RUNNING, JobState.PREEMPTED, JobState.COMPLETED, JobState.STOPPED))
+IDLE, RESTART, TRAIN, EVAL = (int(p) for p in (Phase.IDLE, Phase.RESTART, Phase.TRAIN, Phase.EVAL))
 OK, ERR_LEFT_WAITING, ERR_PAST, ERR_GPUS = 0, 1, 2, 3
 DECISION, ROOM = 4, 5    # `advance` paused: a check for the agent; a heap to grow
 
@@ -83,6 +86,9 @@ class Platform(NamedTuple):
     threshold: float
     window: int
     slice_share: float
+    time_sliced: bool        # a job its key demotes (major < 0) runs at `slice_share`
+    rekeys_at_checks: bool   # a running job's key may rise at a check: stored afresh there
+    rekeys_at_passes: bool   # running jobs' keys rise as they run: all stored afresh at a pass
 
 
 class Jobs(NamedTuple):
@@ -139,12 +145,10 @@ class Scratch(NamedTuple):
 
 
 
-@njit(cache=True)
-def _current_work(phase, work, now, phase_start, speed, duration):
-    """view.current_work."""
-    if phase == TRAIN:
-        return min(1.0, work + (now - phase_start) * speed / duration)
-    return work
+# a job's transitions, compiled: the very functions `Cluster` calls
+_work_after = njit(cache=True, inline="always")(jitable(transitions.work_after))
+_phase_charge = njit(cache=True, inline="always")(transitions.phase_charge)
+_phase_minutes = njit(cache=True, inline="always")(transitions.phase_minutes)
 
 
 _progress_between = njit(cache=True, inline="always")(progress_between)   # the one formula
@@ -184,12 +188,35 @@ def _passed(j, chk_ptr, chk_idx, next_check):
 
 
 @njit(cache=True)
-def _rank_of(key_kind, j, progress, arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check,
-             ev_ptr, ev_score):
-    """The scheduler's key of job j at `progress`: `rules.priority_key` on its history."""
+def _rank_of(key_kind, j, progress, service, arrival, dur_est, chk_ptr, chk_idx, chk_loss,
+             next_check, ev_ptr, ev_score):
+    """The scheduler's key of job j at `progress` and `service` (GPU-minutes held):
+    `rules.priority_key` on its history."""
     last, n_evals = _passed(j, chk_ptr, chk_idx, next_check)
     return _priority_key(key_kind, arrival[j], dur_est[j], progress, chk_loss[chk_ptr[j]:last],
-                         ev_score[ev_ptr[j]:ev_ptr[j] + n_evals])
+                         ev_score[ev_ptr[j]:ev_ptr[j] + n_evals], service)
+
+
+@njit(cache=True, inline="always")
+def _attained_service(j, now, phase, phase_start, gpu_min, gpus):
+    """The GPU-minutes job j has held by `now`: GPUs times the view's `attained_minutes`."""
+    attained = gpu_min[j] / gpus[j]
+    if phase[j] != IDLE:
+        attained += now - phase_start[j]
+    return gpus[j] * attained
+
+
+@njit(cache=True)
+def _running_key(key_kind, j, now, phase, work, phase_start, speed, duration, gpu_min, gpus,
+                 arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
+                 next_check, ev_ptr, ev_score):
+    """Running job j's key at `now`, as a view taken now gives it."""
+    progress = _reported(j, _work_after(phase[j], work[j], now - phase_start[j], speed[j],
+                                        duration[j]), paced, chk_ptr, next_check, chk_prog,
+                         chk_work)
+    return _rank_of(key_kind, j, progress, _attained_service(j, now, phase, phase_start, gpu_min,
+                                                             gpus), arrival, dur_est, chk_ptr,
+                    chk_idx, chk_loss, next_check, ev_ptr, ev_score)
 
 
 @njit(cache=True)
@@ -380,28 +407,25 @@ def _leave_running(j, run_list, run_pos, run_seq, n_run):
 
 
 @njit(cache=True, inline="always")
-def _train_minutes(j, chk_work, chk_ptr, next_check, work, duration, speed):
-    """Cluster._start_phase's TRAIN length: to the job's next check point."""
-    target = chk_work[chk_ptr[j] + next_check[j]]
-    return max(0.0, (target - work[j]) * duration[j] / speed[j])
+def _phase_length(j, chk_work, chk_ptr, next_check, work, duration, speed, phase, overhead,
+                  eval_min):
+    """How long job j's phase `phase` lasts (training: to its next check point)."""
+    return _phase_minutes(phase, overhead, eval_min[j], chk_work[chk_ptr[j] + next_check[j]],
+                          work[j], speed[j], duration[j])
 
 
 @njit(cache=True)
 def _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_min,
             gpu_after):
-    """Cluster._charge (in work: `peak` holds each job's work at its peak)."""
+    """The phase job j is in, charged up to `now` (`peak`: its work at its peak)."""
     elapsed = now - phase_start[j]
     if elapsed <= 0 or phase[j] == IDLE:
         return
-    gpu_min[j] += gpus[j] * elapsed
-    if phase[j] == TRAIN:
-        start = work[j]
-        end = _current_work(phase[j], work[j], now, phase_start[j], speed[j], duration[j])
-        past_peak = max(0.0, end - max(start, peak[j]))
-        gpu_after[j] += gpus[j] * past_peak * duration[j] / speed[j]
-        work[j] = end
-    elif work[j] > peak[j] + EPS:
-        gpu_after[j] += gpus[j] * elapsed
+    spent, past_peak, end = _phase_charge(phase[j], gpus[j], elapsed, work[j], peak[j],
+                                          speed[j], duration[j])
+    work[j] = end
+    gpu_min[j] += spent
+    gpu_after[j] += past_peak
     phase_start[j] = now
 
 
@@ -453,7 +477,7 @@ def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals,
 
 @njit(cache=True)
 def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
-        threshold, window, slice_share,
+        threshold, window, slice_share, time_sliced, rekeys_at_checks, rekeys_at_passes,
         arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced,
         chk_ptr, chk_prog, chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog,
         state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after,
@@ -463,7 +487,8 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
     loop = new_loop(total_gpus, arrival, gpus, 0)
     work_space = scratch(n)
     spec = Platform(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant,
-                    p_stop, threshold, window, slice_share)
+                    p_stop, threshold, window, slice_share, time_sliced, rekeys_at_checks,
+                    rekeys_at_passes)
     jobs = Jobs(arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced, chk_ptr,
                 chk_prog, chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog)
     out = Outcome(state, work, next_check, epoch, has_run, first_start, end_time, gpu_min,
@@ -523,7 +548,7 @@ def advance(spec, jobs, out, loop, sc):
     check of a monitored job under RULE_AGENT (DECISION: answer in fst[F_ANSWER], NaN to
     continue, and call again), or a heap with too little room (ROOM: grow it, call again)."""
     (total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
-     threshold, window, slice_share) = spec
+     threshold, window, slice_share, time_sliced, rekeys_at_checks, rekeys_at_passes) = spec
     (arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced, chk_ptr, chk_prog,
      chk_work, chk_idx, chk_loss, ev_ptr, ev_score, ev_prog) = jobs
     (state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after, n_pre,
@@ -577,6 +602,16 @@ def advance(spec, jobs, out, loop, sc):
                     # before the lowest one taken fit in the GPUs it and those below it free.
                     # Every running job above it keeps its GPUs whatever the exact order; the
                     # exact fill covers the rest.
+                    if rekeys_at_passes:   # keys that rose as their jobs ran, stored afresh
+                        n_rheap = 0
+                        for q in range(n_run):
+                            j = run_list[q]
+                            major[j], key[j] = _running_key(
+                                key_kind, j, now, phase, work, phase_start, speed, duration,
+                                gpu_min, gpus, arrival, dur_est, paced, chk_ptr, chk_prog,
+                                chk_work, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
+                            n_rheap = _store_running_key(rheap, n_rheap, j, major, key,
+                                                         arrival, run_version)
                     first = _best_waiting(cls_gpus, cls_off, cls_size, wait, major, key,
                                           arrival, total_gpus)
                     n_top, n_pending, n_prefix = 0, 0, 0
@@ -605,13 +640,10 @@ def advance(spec, jobs, out, loop, sc):
                                 break
                             n_rheap = heap_pop(rheap, n_rheap)
                             j = bound
-                            major[j], key[j] = _rank_of(
-                                key_kind, j, _reported(
-                                    j, _current_work(phase[j], work[j], now, phase_start[j],
-                                                     speed[j], duration[j]),
-                                    paced, chk_ptr, next_check, chk_prog, chk_work),
-                                arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check,
-                                ev_ptr, ev_score)
+                            major[j], key[j] = _running_key(
+                                key_kind, j, now, phase, work, phase_start, speed, duration,
+                                gpu_min, gpus, arrival, dur_est, paced, chk_ptr, chk_prog,
+                                chk_work, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
                             if _ranks_before(first, j, major, key, arrival):
                                 r = n_pending      # pending stays ascending
                                 while r > 0 and _ranks_before(j, pending[r - 1], major, key,
@@ -683,7 +715,8 @@ def advance(spec, jobs, out, loop, sc):
                             gpu_min, gpu_after)
                     n_run = _leave_running(j, run_list, run_pos, run_seq, n_run)
                     major[j], key[j] = _rank_of(key_kind, j, _reported(
-                        j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
+                        j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work),
+                        _attained_service(j, now, phase, phase_start, gpu_min, gpus), arrival,
                         dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
                     _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
                     n_wait += 1
@@ -714,8 +747,8 @@ def advance(spec, jobs, out, loop, sc):
                     has_run[j] = True
                     phase[j] = RESTART if resuming else TRAIN    # Cluster._start_phase
                     phase_start[j] = now
-                    length = overhead if resuming else _train_minutes(
-                        j, chk_work, chk_ptr, next_check, work, duration, speed)
+                    length = _phase_length(j, chk_work, chk_ptr, next_check, work, duration,
+                                           speed, phase[j], overhead, eval_min)
                     seq += 1
                     n_heap = _push_event(heap, n_heap, now + length, seq, j, epoch[j])
                 if status != OK:
@@ -739,8 +772,8 @@ def advance(spec, jobs, out, loop, sc):
             popped += 1
             if kind == ARRIVAL:
                 major[j], key[j] = _rank_of(key_kind, j, _reported(
-                    j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), arrival,
-                    dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)
+                    j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work), 0.0, arrival,
+                    dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr, ev_score)  # unserved
                 _wait_push(j, cls, cls_off, cls_size, wait, major, key, arrival)
                 n_wait += 1
                 needs_pass = True
@@ -789,16 +822,18 @@ def advance(spec, jobs, out, loop, sc):
                     finished = COMPLETED
                 else:
                     new_phase = TRAIN
-                    if preemptive and key_kind >= KEY_EVAL_DEMOTE:
+                    if (preemptive and rekeys_at_checks) or time_sliced:
                         # a key read off the history may rise at a check: store it afresh, as
                         # the cluster's change log makes PriorityIndex re-view the job
                         major[j], key[j] = _rank_of(key_kind, j, _reported(
                             j, work[j], paced, chk_ptr, next_check, chk_prog, chk_work),
+                            _attained_service(j, now, phase, phase_start, gpu_min, gpus),
                             arrival, dur_est, chk_ptr, chk_idx, chk_loss, next_check, ev_ptr,
                             ev_score)
-                        n_rheap = _store_running_key(rheap, n_rheap, j, major, key, arrival,
-                                                     run_version)
-                        if key_kind == KEY_EVAL_SLICE:   # Cluster._slice: demoted, sliced
+                        if preemptive:
+                            n_rheap = _store_running_key(rheap, n_rheap, j, major, key,
+                                                         arrival, run_version)
+                        if time_sliced:   # Cluster._slice: demoted, sliced
                             speed[j] = 1.0 * slice_share if major[j] < 0 else 1.0
         if finished >= 0:                      # Cluster._end (the job is running)
             _charge(j, now, phase, work, phase_start, gpus, duration, speed, peak, gpu_min,
@@ -813,8 +848,8 @@ def advance(spec, jobs, out, loop, sc):
         elif new_phase >= 0:                   # Cluster._start_phase
             phase[j] = new_phase
             phase_start[j] = now
-            length = eval_min[j] / speed[j] if new_phase == EVAL else _train_minutes(
-                j, chk_work, chk_ptr, next_check, work, duration, speed)
+            length = _phase_length(j, chk_work, chk_ptr, next_check, work, duration, speed,
+                                   new_phase, overhead, eval_min)
             seq += 1
             n_heap = _push_event(heap, n_heap, now + length, seq, j, epoch[j])
 

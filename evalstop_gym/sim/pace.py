@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .rules import ROUNDING
+
 
 def draw_eval_work(points: np.ndarray, volatility: np.ndarray,
                    rng: np.random.Generator) -> np.ndarray:
@@ -39,7 +41,7 @@ def draw_eval_work(points: np.ndarray, volatility: np.ndarray,
 
 def knot_progress(points: np.ndarray) -> np.ndarray:
     """0, the eval points, and 1 (once): the progress where a job's step time may change."""
-    tail = [] if len(points) and points[-1] >= 1.0 - 1e-9 else [1.0]
+    tail = [] if len(points) and points[-1] >= 1.0 - ROUNDING else [1.0]
     return np.concatenate([[0.0], np.asarray(points, dtype=np.float64), tail])
 
 

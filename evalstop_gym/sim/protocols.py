@@ -142,10 +142,14 @@ class TimeSliced(Protocol):
 @runtime_checkable
 class CompiledKey(Protocol):
     """A base scheduler whose key is a `rules` KEY_* code (None: none) and whose pass is the
-    plain priority pass, preemptive or not."""
+    plain priority pass, preemptive or not; `key_rises_at_checks` declares that a running job's
+    key may rise at a check (it reads the history), so the compiled pass must re-key it there;
+    `key_rises_while_running` that it rises as the job runs, so every pass re-keys them all."""
 
     native_key: int | None
     preemptive: bool
+    key_rises_at_checks: bool
+    key_rises_while_running: bool
 
 
 @runtime_checkable
@@ -207,7 +211,10 @@ def capabilities(policy: object) -> Capabilities:
                   None)
     native = None
     if isinstance(base, CompiledKey) and _own(base, "native_key") and base.native_key is not None:
-        native = NativeSpec(key=base.native_key, preemptive=base.preemptive)
+        native = NativeSpec(key=base.native_key, preemptive=base.preemptive,
+                            time_sliced=sliced is not None,
+                            rekeys_at_checks=base.key_rises_at_checks,
+                            rekeys_at_passes=base.key_rises_while_running)
     rule = (detector.native_rule() if isinstance(detector, CompiledRule)
             and _own(detector, "native_rule") else None)
     if detector is not None:

@@ -21,15 +21,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 # Priority keys: FIFO, SJF-Est, SRTF-Est, EvalSched-Strict (past peak last, then remaining),
-# LossAware, EvalSched (past peak first and time-sliced, then remaining)
+# LossAware, EvalSched (past peak first and time-sliced, then remaining), LAS (GPU-minutes held)
 KEY_ARRIVAL, KEY_DURATION_ESTIMATE, KEY_REMAINING_ESTIMATE = 0, 1, 2
-KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE = 3, 4, 5
+KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE, KEY_ATTAINED_SERVICE = 3, 4, 5, 6
 # Stop rules: none, EvalStop-k, StopAt-p, LossPlateau, DeclineTest-alpha, Patience-k
 RULE_NONE, RULE_DECLINES, RULE_PROGRESS, RULE_LOSS_PLATEAU = 0, 1, 2, 3
 RULE_DECLINE_TEST, RULE_PATIENCE = 4, 5
 # Not a rule: the compiled engine pauses at each check of a monitored type for an agent's answer
 RULE_AGENT = 6
 Floats = Sequence[float] | np.ndarray   # a view's tuple, or a slice of the engine's arrays
+# Progress, work and counts closer than this are equal: they are sums and products of fractions
+# (eval intervals, mix shares) that floating point leaves a few ulps apart
+ROUNDING = 1e-9
 
 
 class NativeSpec(NamedTuple):
@@ -51,6 +54,31 @@ class NativeSpec(NamedTuple):
                                    # RULE_DECLINE_TEST: the false-alarm budget alpha;
                                    # RULE_PATIENCE: min_delta
     window: int = 0
+    time_sliced: bool = False      # the platform runs a job the key demotes (major < 0) at its
+                                   # slice share, from one check to the next
+    rekeys_at_checks: bool = False  # a running job's key may rise at a check: stored afresh there
+    rekeys_at_passes: bool = False  # it rises as the job runs: every running job's, at each pass
+
+
+# What each compiled key does, beside ordering: a policy declares the same of itself (its
+# `time_sliced`, its `key_rises_at_checks`), and `disagreement` refuses a mismatch.
+SLICING_KEYS = (KEY_EVAL_SLICE,)
+KEYS_RISING_AT_CHECKS = (KEY_EVAL_DEMOTE, KEY_LOSS_IMPROVEMENT, KEY_EVAL_SLICE)
+KEYS_RISING_WHILE_RUNNING = (KEY_ATTAINED_SERVICE,)
+
+
+def disagreement(spec: NativeSpec) -> str:
+    """What the compiled key would do other than the policy declares ('' when nothing): a
+    time-sliced policy whose key does not slice would run unsliced on the compiled engine."""
+    for declared, keys, what in ((spec.time_sliced, SLICING_KEYS, "time-sliced"),
+                                 (spec.rekeys_at_checks, KEYS_RISING_AT_CHECKS,
+                                  "re-keyed at checks"),
+                                 (spec.rekeys_at_passes, KEYS_RISING_WHILE_RUNNING,
+                                  "re-keyed at every pass")):
+        if declared != (spec.key in keys):
+            return (f"it declares {'' if declared else 'not '}{what} but its native_key "
+                    f"{spec.key} is {'not ' if declared else ''}{what}")
+    return ""
 
 
 # ---------------------------------------------------------------------------- priority keys
@@ -77,12 +105,14 @@ def past_peak(scores: Floats) -> bool:
 
 
 def priority_key(code: int, arrival: float, duration_estimate: float, progress: float,
-                 losses: Floats, scores: Floats) -> tuple[int, float]:
+                 losses: Floats, scores: Floats, service: float = 0.0) -> tuple[int, float]:
     """The key of a job under scheduler `code`, as (major, minor): jobs rank by (major, minor,
     arrival, id). Only EvalSched uses the major part (past its peak or not: first for the
-    time-sliced form, last for the strict one)."""
+    time-sliced form, last for the strict one). `service`: the GPU-minutes it has held."""
     if code == KEY_ARRIVAL:
         return 0, arrival
+    if code == KEY_ATTAINED_SERVICE:
+        return 0, service
     if code == KEY_DURATION_ESTIMATE:
         return 0, duration_estimate
     if code == KEY_LOSS_IMPROVEMENT:
@@ -129,7 +159,7 @@ def declines(scores: Floats, k: int, below_best: bool) -> float:
 
 def progress_reached(progress: float, p: float) -> float:
     """StopAt-p: the progress, once it reaches p."""
-    return progress if progress >= p - 1e-9 else np.nan
+    return progress if progress >= p - ROUNDING else np.nan
 
 
 def loss_plateau(losses: Floats, threshold: float, window: int) -> float:

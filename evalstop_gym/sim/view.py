@@ -34,10 +34,13 @@ its label. Use `corpus_noise: added` where that matters (a shared leaderboard).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from .jobs import Job, Phase
 from .rules import decline_count
+from .transitions import work_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,17 @@ class ClusterView:
     kind_speeds: tuple[float, ...] = ()    # speed of each kind relative to the reference GPU
 
 
+@runtime_checkable
+class FoldableHistory(Protocol):
+    """A view's history that keeps a running statistic between evals (a live run's, see
+    `evalstop_gym.online.HistoryWindow`): `fold(name, params, step, init)` is `step` folded over
+    the history from `init`, resumed where the last fold of `name` with the same `params` stopped.
+    A detector that can fold asks for this protocol; any other history it reads whole."""
+
+    def fold(self, name: str, params: Hashable, step: Callable[[Any, float], Any],
+             init: Any) -> Any: ...
+
+
 def make_view(job: Job, now: float) -> SchedulerJobView:
     """Copy the whitelisted fields of `job` as of time `now`."""
     phase = job.phase
@@ -114,9 +128,7 @@ def _history(job: Job) -> tuple[tuple[float, ...], tuple[float, ...], tuple[floa
 
 def current_work(job: Job, now: float) -> float:
     """The share of the job's training minutes done at `now` (hidden: see pace.py)."""
-    if job.phase == Phase.TRAIN:
-        return min(1.0, job.work + (now - job.phase_start) * job.speed / job.duration)
-    return job.work
+    return work_after(job.phase, job.work, now - job.phase_start, job.speed, job.duration)
 
 
 def current_progress(job: Job, now: float) -> float:

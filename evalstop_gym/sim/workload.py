@@ -17,6 +17,7 @@ from ..config import JobTypeConfig, SimConfig, WorkloadConfig
 from .curves import LOSS_PARAMS, eval_noise, exp_loss, gao_hacking, observe, saturating
 from .jobs import JOB_TYPES, Job, JobSpec
 from .pace import draw_eval_work, row_work_at
+from .rules import ROUNDING
 
 # the drawn parameters of each curve family, in draw order (their ranges are in config.py)
 HACKING_PARAMS = ("start", "gain", "peak_progress", "collapse")
@@ -25,9 +26,9 @@ SATURATING_PARAMS = ("start", "gain", "time_constant")
 
 def eval_points(interval: float, final: bool) -> np.ndarray:
     """Progress fractions where evals run: every `interval`, plus 1.0 when `final`."""
-    n = int(np.floor(1.0 / interval + 1e-9))
+    n = int(np.floor(1.0 / interval + ROUNDING))
     pts = np.round(np.arange(1, n + 1) * interval, 10)
-    pts = pts[pts < 1.0 - 1e-9]
+    pts = pts[pts < 1.0 - ROUNDING]
     if final:
         pts = np.append(pts, 1.0)
     return pts
@@ -149,7 +150,7 @@ def draw_hacking(wl: WorkloadConfig, types: np.ndarray,
 def exact_counts(n: int, shares: Sequence[float] | np.ndarray) -> list[int]:
     """`n` split in proportion to `shares` by largest remainder (ties to the earlier share)."""
     quota = np.asarray(shares, dtype=np.float64) * n / float(np.sum(shares))
-    counts = np.floor(quota + 1e-9).astype(np.int64)
+    counts = np.floor(quota + ROUNDING).astype(np.int64)
     order = sorted(range(len(quota)), key=lambda k: (-(quota[k] - counts[k]), k))
     for k in order[:n - int(counts.sum())]:
         counts[k] += 1

@@ -30,6 +30,7 @@ import numpy as np
 from ..config import SimConfig
 from ..sim.curves import LOSS_PARAMS, observe
 from ..sim.jobs import Job, JobSpec
+from ..sim.rules import ROUNDING
 
 FAMILIES = ("supervised", "reward")
 SMOOTH = 5            # evals in the centred moving average of the test curve
@@ -107,7 +108,7 @@ def at_progress(run: CorpusRun, points: np.ndarray) -> np.ndarray:
     """Index of the run's eval at (or just before) each progress point: the eval a job at that
     progress would have run. A point before the first eval takes the first."""
     progress = run.steps / run.max_steps
-    idx = np.searchsorted(progress, points + 1e-9, side="right") - 1
+    idx = np.searchsorted(progress, points + ROUNDING, side="right") - 1
     return np.clip(idx, 0, len(progress) - 1)
 
 

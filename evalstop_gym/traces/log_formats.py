@@ -1,7 +1,8 @@
 """The log formats people have, told apart by name and content, each read into `LoggedRun`s.
 
-`logs` reads the replay CSV and Hugging Face `trainer_state.json`; this module adds the rest and
-`read_logs_skipping`, the dispatcher. Column mappings:
+`logs` reads the replay CSV and Hugging Face `trainer_state.json`; this module adds the rest,
+`read_logs_skipping`, the dispatcher, and `read_logs` (it warns of what was skipped). Column
+mappings:
 - Lightning `CSVLogger` `metrics.csv`: a `step` column (an `epoch` column is ignored) and one
   column per logged metric; a row fills only what was logged in it (validation cells are blank
   on training rows). Any CSV of a `step` column and metric columns is read the same way. The
@@ -60,6 +61,16 @@ FORMATS = ("replay CSV (job_id, step, eval_score[, loss, max_steps, completed])"
            "History.history: metric columns, one row per epoch)",
            "a model card's Training results table (README.md written by transformers' Trainer)")
 Series = list[tuple[Any, Any, str]]        # (raw step, raw value, where) as logged
+
+
+def read_logs(paths: Iterable[Path | str], metric: str | None = None,
+              mode: str | None = None) -> list[LoggedRun]:
+    """Runs from every log format `FORMATS` names; a log without the metric is skipped with a
+    warning (`read_logs_skipping` returns what was skipped)."""
+    runs, skipped = read_logs_skipping(paths, metric, mode)
+    for line in skipped:
+        logger.warning("skipped %s", line)
+    return runs
 
 
 def read_logs_skipping(paths: Iterable[Path | str], metric: str | None = None,
@@ -400,6 +411,6 @@ def runs_from_series(path: Path, fmt: str, series: dict[str, dict[str, Series]],
     return runs
 
 
-__all__ = ["FORMATS", "detect", "read_lightning_csv", "read_logs_skipping",
+__all__ = ["FORMATS", "detect", "read_lightning_csv", "read_logs", "read_logs_skipping",
            "read_keras_csv", "read_mlflow_csv", "read_model_card", "read_path",
            "read_tensorboard", "read_wandb_csv", "runs_from_series"]

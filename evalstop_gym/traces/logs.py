@@ -1,6 +1,6 @@
 """Eval curves from users' own training logs, validated, with their direction and length.
 
-Formats (`read_logs` tells them apart by name and content; `log_formats` reads the others:
+Formats (`log_formats.read_logs` tells them apart by name and content and reads the others:
 Lightning metrics.csv, TensorBoard event files, MLflow and W&B CSV exports):
 - Hugging Face `trainer_state.json`: `log_history` entries with a `step` and `eval_*` keys. The
   metric is `metric=` (a leading "-" means lower is better), else the log's
@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, TextIO
 from .log_metrics import LogError, choose_metric, mode_for, pick_metric
 
 __all__ = ["CSV_COLUMNS", "HistoryEval", "LogError", "LoggedRun", "MissingMetric",
-           "choose_metric", "history_evals", "mode_for", "read_csv_runs", "read_logs",
+           "choose_metric", "history_evals", "mode_for", "read_csv_runs",
            "read_trainer_state"]
 
 CSV_COLUMNS = ("job_id", "step", "eval_score")
@@ -395,15 +395,3 @@ def _yes_no(value: str, where: str) -> bool | None:
     if not word:
         return None
     raise LogError(f"{where}: completed is {value!r}; expected yes or no (or empty)")
-
-
-def read_logs(paths: Iterable[Path | str], metric: str | None = None,
-              mode: str | None = None) -> list[LoggedRun]:
-    """Runs from every log format `log_formats.FORMATS` names; a log without the metric is
-    skipped with a warning (`log_formats.read_logs_skipping` returns what was skipped)."""
-    from .log_formats import read_logs_skipping  # it builds on this module's readers
-
-    runs, skipped = read_logs_skipping(paths, metric, mode)
-    for line in skipped:
-        logger.warning("skipped %s", line)
-    return runs
