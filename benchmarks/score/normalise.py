@@ -22,7 +22,8 @@ from .suite import Suite
 
 
 def informedness(rows: pd.DataFrame) -> pd.Series:
-    """recall - FPR per run; NaN where a run had no declining job (recall undefined)."""
+    """recall - FPR per run; NaN where a run had no declining job (recall undefined); a run
+    without a healthy job it could have stopped has no false stop (FPR 0)."""
     return rows["recall"].astype(float) - rows["fpr"].astype(float).fillna(0.0)
 
 

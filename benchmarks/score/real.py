@@ -11,6 +11,7 @@ simulator's observation and have no real task.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -20,13 +21,13 @@ import numpy as np
 
 from evalstop_gym.policies.registry import user_sources
 from evalstop_gym.policies.user_code import MODEL_PREFIX
-from evalstop_gym.traces.public_runs import PublicRun, load_public
+from evalstop_gym.traces.public_runs import PublicRun, load_public, public_dir
 
 from .. import durable
 from ..corpus.public_scoring import score_public
 from ..corpus.scoring import DENSITIES
 from ..sweep.runner import code_digest, read_run
-from .suite import Suite, Task, definition
+from .suite import Suite, Task
 
 NO_STOP = ("none", "NoStop")
 
@@ -57,9 +58,21 @@ def replay(detector: str, task: Task, runs: list[PublicRun]) -> dict[str, Any]:
             "decline_avoided": float(bad.decline_avoided.mean()) if len(bad) else np.nan}
 
 
+@functools.cache
+def data_digest() -> str:
+    """The public runs' bytes (their curves and provenance, labels read from them)."""
+    h = hashlib.sha256()
+    for path in sorted(public_dir().iterdir()):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def real_digest(detector: str, task: Task, suite: Suite) -> str:
+    """What a detector's replay of a task depends on: its name and source, the package's code,
+    the public runs' data, and which of them the suite takes."""
     blob = json.dumps([detector, task.real, code_digest(), user_sources([detector]),
-                       definition(suite)["real_split"], suite.real_runs], sort_keys=True)
+                       data_digest(), suite.real_split, suite.real_runs], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
