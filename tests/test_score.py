@@ -224,3 +224,14 @@ def test_training_runs_score_as_one_row(tiny, tmp_path) -> None:
     assert set(r["policy_digest"]) == set(members)
     alone = record(out, mine)
     assert [m for m in r["runs"] if m["member"] == mine] == alone["runs"]
+
+
+def test_an_isolated_score_matches_and_skips_the_real_tasks(tiny, tmp_path) -> None:
+    """--isolate decides in another process on serialised views: the same simulated runs, and
+    no real task (its replay would run the policy here)."""
+    path, out, _ = tiny
+    assert score("EvalStop-2", "--isolate", "--suite", str(path), "--out", str(tmp_path)) == 0
+    isolated, plain = record(tmp_path, "EvalStop-2"), record(out, "EvalStop-2")
+    assert isolated["isolated"] and isolated["aggregate"]["real"]["tasks"] == 0
+    simulated = [r for r in plain["runs"] if r["task"] != "real-15"]
+    assert isolated["runs"] == simulated

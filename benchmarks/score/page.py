@@ -57,6 +57,18 @@ bytes); the runs are in `results/leaderboard/<task>/`, so the same command resum
 interruption and reruns nothing that is unchanged. A pull request adds the score file and the
 regenerated page; a reviewer reruns the command and gets the same bytes.
 
+A learned policy's row pools its training runs: train one model per training seed (every
+training seed and every workload seed training draws is >= 10000, disjoint from the suite's),
+then score them together as one row, whose CI then resamples the training runs within each task:
+
+```bash
+for seed in 10000 11000 12000 13000 14000; do   # the default budget: 120k env steps
+  evalstop-bench train --algo ppo --num-envs 64 --seed $seed --out runs/ppo_$seed
+done
+models=$(ls runs/ppo_1*/ppo_stop.zip | sed 's/^/model:/')
+evalstop-bench score $models --as PPO --out results/leaderboard --workers 2
+```
+
 ## Untrusted submissions
 
 `--isolate --private-seeds` scores a policy you do not trust. Each decision is made in a process
