@@ -50,6 +50,11 @@ def oracle_record(suite: Suite) -> dict[str, Any]:
                           "real": family_aggregate(frame.iloc[:0])}}
 
 
+def shown(policy: str) -> str:
+    """A row's name on the page: 'none' (the base alone) as NoStop."""
+    return "NoStop" if policy == "none" else policy
+
+
 def ranked(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     def key(r: dict[str, Any]) -> float:
         iqm = r["aggregate"]["simulated"]["iqm"]
@@ -70,8 +75,9 @@ def summary_table(records: Sequence[dict[str, Any]]) -> list[str]:
         sim, real = r["aggregate"]["simulated"], r["aggregate"]["real"]
         mean = {k: "n/a" if a["mean"] is None else f"{a['mean']:.2f}"
                 for k, a in (("sim", sim), ("real", real))}
-        default = " (the default)" if r["policy"] == DEFAULT_DETECTOR else ""
-        lines.append(f"| {i} | `{r['policy']}`{default} | {ci(sim)} | {mean['sim']} | {ci(real)} "
+        name = f"`{shown(r['policy'])}`" + (" (the default)"
+                                             if r["policy"] == DEFAULT_DETECTOR else "")
+        lines.append(f"| {i} | {name} | {ci(sim)} | {mean['sim']} | {ci(real)} "
                      f"| {mean['real']} |")
     return lines
 
@@ -83,7 +89,7 @@ def task_table(records: Sequence[dict[str, Any]], suite: Suite) -> list[str]:
     for r in records:
         by = {t["task"]: t.get("normalised") for t in r["tasks"]}
         cells = ["n/a" if by.get(i) is None else f"{by[i]:.2f}" for i in ids]
-        lines.append(f"| `{r['policy']}` | " + " | ".join(cells) + " |")
+        lines.append(f"| `{shown(r['policy'])}` | " + " | ".join(cells) + " |")
     return lines
 
 
