@@ -25,6 +25,11 @@ TASK_COLUMNS = ("recall", "recall_early", "fpr", "jct", "wasted_frac", "decline_
 FAMILIES = ("simulated", "real")
 
 
+def shown(policy: str) -> str:
+    """A row's name on the page and in figures: 'none' (the base alone) as NoStop."""
+    return "NoStop" if policy == "none" else policy
+
+
 def _number(x: Any) -> float | None:
     """A float for JSON, None for NaN (so a file never holds a bare NaN)."""
     return None if x is None or pd.isna(x) else float(x)

@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from evalstop_gym.online import DEFAULT_DETECTOR
+from evalstop_gym.policies.user_code import MODEL_PREFIX
 
 from .. import durable
-from .aggregate import family_aggregate
+from .aggregate import family_aggregate, shown
 from .normalise import scale
 from .suite import Suite
 
@@ -48,11 +49,6 @@ def oracle_record(suite: Suite) -> dict[str, Any]:
                       for t, g in frame.groupby("task", sort=False)],
             "aggregate": {"simulated": family_aggregate(frame),
                           "real": family_aggregate(frame.iloc[:0])}}
-
-
-def shown(policy: str) -> str:
-    """A row's name on the page: 'none' (the base alone) as NoStop."""
-    return "NoStop" if policy == "none" else policy
 
 
 def ranked(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -114,6 +110,14 @@ def score_commands(records: Sequence[dict[str, Any]], out: str) -> list[str]:
         f"{shlex.quote(r['policy'])}{tail}" for r in groups]
 
 
+def learned_note(records: Sequence[dict[str, Any]]) -> str:
+    """A sentence saying so when no learned policy has a row yet."""
+    if any(MODEL_PREFIX in json.dumps(r.get("policy_digest")) + r["policy"] for r in records):
+        return ""
+    return (" No learned policy has a row on this version yet: [Add a row](#add-a-row) shows "
+            "how its training runs are scored as one.")
+
+
 def write_page(page: Path, records: Sequence[dict[str, Any]], suite: Suite, command: str,
                text: str, out: str) -> None:
     """The page (`text` the prose around the tables) and its figure in figures/ beside it."""
@@ -125,7 +129,8 @@ def write_page(page: Path, records: Sequence[dict[str, Any]], suite: Suite, comm
     save(draw_profiles(rows, real_ids), page.parent / "figures", PAGE_FIGURE)
     body = text.format(
         suite=suite.name, digest=suite.digest, command=command,
-        scored="\n".join(score_commands(records, out)), seeds=", ".join(
+        scored="\n".join(score_commands(records, out)), learned=learned_note(records),
+        seeds=", ".join(
             map(str, suite.seeds)),
         summary="\n".join(summary_table(rows)), tasks="\n".join(task_table(rows, suite)),
         references="\n".join(reference_lines(suite)), figure=f"figures/{PAGE_FIGURE}.png")

@@ -20,7 +20,7 @@ references). Rows are ranked by the interquartile mean (IQM) of the normalised s
 (simulated task, seed) run, with a stratified-bootstrap 95% CI (seeds resampled within each task:
 rliable's protocol, `benchmarks/analysis/iqm.py`); the real IQM is over the public-run tasks
 (one deterministic replay per task, so its CI resamples tasks). Learned policies act on the
-simulator's observation and have no real tasks; the oracle has none either.
+simulator's observation and have no real tasks; the oracle has none either.{learned}
 
 {summary}
 

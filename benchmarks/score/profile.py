@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .aggregate import shown
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -35,14 +37,14 @@ def draw_profiles(records: Sequence[dict[str, Any]], real_tasks: set[str]) -> Fi
 
     from ..analysis.figure_style import DOUBLE, policy_styles, style
 
-    names = [r["policy"] for r in records]
+    names = [shown(r["policy"]) for r in records]
     styles = policy_styles(names)
     with style():
         fig, ax = plt.subplots(figsize=(DOUBLE, 3.2))
         for record in records:
-            s = styles[record["policy"]]
+            s = styles[shown(record["policy"])]
             ax.step(TAUS, profile(simulated_scores(record, real_tasks)), where="post",
-                    color=s.get("color"), ls=s.get("linestyle", "-"), label=record["policy"])
+                    color=s.get("color"), ls=s.get("linestyle", "-"), label=shown(record["policy"]))
         for anchor in (0.0, 1.0):
             ax.axvline(anchor, color="0.6", lw=0.8, ls=":")
         ax.set(xlabel="normalised score tau (NoStop = 0, reference = 1)",
