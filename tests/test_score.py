@@ -235,3 +235,11 @@ def test_an_isolated_score_matches_and_skips_the_real_tasks(tiny, tmp_path) -> N
     assert isolated["isolated"] and isolated["aggregate"]["real"]["tasks"] == 0
     simulated = [r for r in plain["runs"] if r["task"] != "real-15"]
     assert isolated["runs"] == simulated
+
+
+def test_a_packaged_suite_whose_content_changed_is_refused(monkeypatch) -> None:
+    """A packaged version is its pinned digest: content that no longer matches is an error
+    that says to make a new version, never a silent redefinition."""
+    monkeypatch.setitem(suite_mod.PINNED, "evalstop-v1", "0" * 16)
+    with pytest.raises(suite_mod.UsageError, match="a changed suite is a new version"):
+        suite_mod.load_suite("evalstop-v1")
