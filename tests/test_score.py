@@ -243,3 +243,18 @@ def test_a_packaged_suite_whose_content_changed_is_refused(monkeypatch) -> None:
     monkeypatch.setitem(suite_mod.PINNED, "evalstop-v1", "0" * 16)
     with pytest.raises(suite_mod.UsageError, match="a changed suite is a new version"):
         suite_mod.load_suite("evalstop-v1")
+
+
+def test_a_models_training_is_read_from_what_train_saved(tmp_path) -> None:
+    """A learned row says how its models were trained: train's saved arguments, read back."""
+    from evalstop_gym.benchmarks.score.command import training
+
+    suite = suite_mod.load_suite("evalstop-v1")
+    args = {"algo": "ppo", "control": "stop", "config": "e2", "total_timesteps": 20000,
+            "num_envs": 64, "seed": 11000, "out": str(tmp_path)}
+    (tmp_path / "results.json").write_text(json.dumps({"args": args}))
+    got = training(f"model:{tmp_path / 'ppo_stop.zip'}", suite)
+    assert got is not None and got["seed"] == 11000 and got["total_timesteps"] == 20000
+    assert training("EvalStop-2", suite) is None
+    lines = leaderboard.training_lines([{"policy": "PPO", "training": {"m": got}}])
+    assert "--total-timesteps 20000 --seed SEED`, SEED = 11000." in lines[-1]

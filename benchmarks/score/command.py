@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 import evalstop_gym
+from evalstop_gym.policies.user_code import MODEL_PREFIX
 
 from .. import durable
 from ..sweep.command import add_import_argument, add_isolation_arguments, run_options
@@ -80,7 +81,25 @@ def provenance(policy: str, suite: Suite, options: RunOptions) -> dict[str, Any]
             "package_version": evalstop_gym.__version__, "code_digest": code_digest(),
             "policy_digest": input_digest(simulated.policy_cell(policy, suite.base), options),
             "isolated": options.isolated,
-            "private_seeds": secret.fingerprint if secret is not None else None}
+            "private_seeds": secret.fingerprint if secret is not None else None,
+            "training": training(policy, suite)}
+
+
+TRAINING_KEYS = ("algo", "control", "config", "base_scheduler", "total_timesteps", "num_envs",
+                 "n_envs", "seed", "overrides")
+
+
+def training(policy: str, suite: Suite) -> dict[str, Any] | None:
+    """How a `model:` policy was trained, from the results.json `train` saves beside it."""
+    detector = simulated.policy_cell(policy, suite.base).detector
+    if not detector.startswith(MODEL_PREFIX):
+        return None
+    saved = Path(detector[len(MODEL_PREFIX):]).with_name("results.json")
+    try:
+        args = json.loads(saved.read_text())["args"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return {k: args.get(k) for k in TRAINING_KEYS}
 
 
 def real_rows(suite: Suite, policies: Sequence[str], out: Path,
@@ -106,8 +125,9 @@ def score(suite: Suite, policies: Sequence[str], out: Path, workers: int,
     if label is not None:   # one row: its members' provenance, each policy's own
         members = {p: provenance(p, suite, options) for p in policies}
         first = members[policies[0]]
-        common = {k: v for k, v in first.items() if k != "policy_digest"}
-        common["policy_digest"] = {p: m["policy_digest"] for p, m in members.items()}
+        common = {k: v for k, v in first.items() if k not in ("policy_digest", "training")}
+        for key in ("policy_digest", "training"):
+            common[key] = {p: m[key] for p, m in members.items()}
         return [score_record(label, rows, suite, common)]
     return [score_record(p, rows[rows.member == p], suite, provenance(p, suite, options))
             for p in policies]

@@ -110,6 +110,24 @@ def score_commands(records: Sequence[dict[str, Any]], out: str) -> list[str]:
         f"{shlex.quote(r['policy'])}{tail}" for r in groups]
 
 
+def training_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """For each learned row, how its models were trained (`train`'s saved arguments)."""
+    lines = []
+    for r in records:
+        runs = r.get("training")
+        runs = list(runs.values()) if isinstance(runs, dict) and "algo" not in runs else [runs]
+        runs = [t for t in runs if t]
+        if not runs:
+            continue
+        t = runs[0]
+        envs = f"--num-envs {t['num_envs']}" if t.get("num_envs") else f"--n-envs {t['n_envs']}"
+        lines.append(f"- `{shown(r['policy'])}`: `evalstop-bench train --algo {t['algo']} "
+                     f"--control {t['control']} --config {t['config']} {envs} "
+                     f"--total-timesteps {t['total_timesteps']} --seed SEED`, SEED = "
+                     + ", ".join(str(x["seed"]) for x in runs) + ".")
+    return ["", "Learned rows, each model trained by:", "", *lines] if lines else []
+
+
 def learned_note(records: Sequence[dict[str, Any]]) -> str:
     """A sentence saying so when no learned policy has a row yet."""
     if any(MODEL_PREFIX in json.dumps(r.get("policy_digest")) + r["policy"] for r in records):
@@ -130,6 +148,7 @@ def write_page(page: Path, records: Sequence[dict[str, Any]], suite: Suite, comm
     body = text.format(
         suite=suite.name, digest=suite.digest, command=command,
         scored="\n".join(score_commands(records, out)), learned=learned_note(records),
+        trained="\n".join(training_lines(records)),
         seeds=", ".join(
             map(str, suite.seeds)),
         summary="\n".join(summary_table(rows)), tasks="\n".join(task_table(rows, suite)),

@@ -9,7 +9,7 @@ digest, by:
 
 ```bash
 {scored}
-```
+```{trained}
 
 **How to read it.** Each task has its own measure, informedness (recall - FPR over the RLHF jobs,
 or over the public runs' declines and healthy runs). A run's **normalised score** is 0 for
