@@ -42,6 +42,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                        "measure detectors (yours too) on simulated and real runs beside the "
                        "oracle; resumable"),
     "train": ("evalstop_gym.benchmarks.rl.train", "train an SB3 agent on the env and score it"),
+    "score": ("evalstop_gym.benchmarks.score.command",
+              "score policies on the fixed suite (evalstop-v1): normalised scores, IQM and "
+              "CIs, the leaderboard page; resumable"),
     "calibrate": ("evalstop_gym.benchmarks.sweep.calibrate",
                   "fit the lost constants to E2 (Optuna TPE), validate on E1/E3, sensitivity"),
 }
@@ -160,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        resumable = args.command in ("run", "report")   # their runs are files, read back
+        resumable = args.command in ("run", "report", "score")   # their runs are files, read back
         print("evalstop-bench: interrupted" + ("; finished runs are kept, run again to resume"
                                                if resumable else ""), file=sys.stderr)
         return 130

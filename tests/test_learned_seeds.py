@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 from evalstop_gym.benchmarks import sections
+from evalstop_gym.benchmarks.analysis.iqm import iqm_ci
 from evalstop_gym.benchmarks.rl import learned_seeds
-from evalstop_gym.benchmarks.rl.learned_seeds import iqm_ci
 
 
 def test_iqm_is_the_quarter_trimmed_mean_inside_its_ci():

@@ -28,6 +28,7 @@ SKIPPED = {
     "evalstop-bench train --algo maskable_ppo": "training for 20k steps",
     "evalstop-bench run e2 --policy \"model:runs/ppo_stop": "needs the 120k-step model",
     "python -m evalstop_gym.benchmarks.perf.env_throughput": "a benchmark: times env steps",
+    "evalstop-bench score": "a user's file on the whole suite (tests/test_score.py: a tiny one)",
 }
 # files a command reads, stood in for by the samples the tests ship
 INPUTS = {"my_run/trainer_state.json": DATA / "trainer_state_sample.json",

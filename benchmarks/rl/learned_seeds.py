@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-import numpy as np
 import pandas as pd
-from scipy import stats
 from tqdm.auto import tqdm
 
 from evalstop_gym.env.batch_core import MAX_ENVS
@@ -35,6 +32,7 @@ from evalstop_gym.experiment import PAPER_SEEDS
 from evalstop_gym.online import DEFAULT_DETECTOR
 
 from .. import durable, sections
+from ..analysis.iqm import iqm_ci
 from ..analysis.tables import to_markdown
 from ..usage import UsageError, check_output
 from . import train
@@ -118,39 +116,6 @@ def score_runs(args: argparse.Namespace) -> pd.DataFrame:
     for name, rows in train.evaluate_baselines(base).items():
         frames.append(pd.DataFrame(rows).assign(policy=name, train_seed=-1))
     return pd.concat(frames, ignore_index=True)
-
-
-def iqm_ci(matrix: np.ndarray, resamples: int = 2000, seed: int = 0,
-           level: float = 0.95) -> tuple[float, float, float]:
-    """IQM of a runs x tasks score matrix and its stratified-bootstrap percentile CI (runs
-    resampled within each task). One run: the tasks are resampled instead. NaN entries (a
-    metric undefined on a seed) are left out."""
-    matrix = np.asarray(matrix, dtype=float)
-    if matrix.shape[0] == 1:
-        matrix = matrix.T
-    columns = [col[np.isfinite(col)] for col in matrix.T]
-    columns = [col for col in columns if len(col)]
-    if not columns:
-        return (np.nan, np.nan, np.nan)
-    iqm = float(stats.trim_mean(np.concatenate(columns), 0.25))
-    varying = [col for col in columns if len(col) > 1]
-    fixed = np.concatenate([col for col in columns if len(col) == 1] or [np.empty(0)])
-    if not varying:
-        return (iqm, iqm, iqm)
-
-    def statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
-        shape = (*samples[0].shape[:-1], len(fixed))
-        joined = np.concatenate([*samples, np.broadcast_to(fixed, shape)], axis=-1)
-        return stats.trim_mean(joined, 0.25, axis=-1)
-
-    with warnings.catch_warnings():   # identical values: a zero-width CI, as it should be
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        result = stats.bootstrap(varying, statistic, n_resamples=resamples, vectorized=True,
-                                 confidence_level=level, method="percentile",
-                                 rng=np.random.default_rng(seed))
-    low, high = result.confidence_interval
-    low, high = (iqm, iqm) if np.isnan(low) else (float(low), float(high))
-    return (iqm, low, high)
 
 
 def summarise(rows: pd.DataFrame, resamples: int) -> pd.DataFrame:

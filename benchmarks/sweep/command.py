@@ -41,6 +41,10 @@ def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> 
                    help="simulator engine: auto (compiled where the policy allows, the "
                         "default), native (compiled or fail) or python (the reference); "
                         "results are identical")
+    add_import_argument(p)
+
+
+def add_import_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--import", dest="imports", action="append", default=[],
                    metavar="MODULE_OR_FILE",
                    help="import a Python file or module of yours first, so the detectors "
@@ -48,15 +52,8 @@ def add_sweep_arguments(p: argparse.ArgumentParser, out_default: str | None) -> 
                         "name, in every worker and isolated policy too (repeatable)")
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiments", nargs="+", metavar="EXP",
-                   help="experiment names (see `list`), a YAML path, or all (= e1 ... e8)")
-    add_sweep_arguments(p, "results")
-    p.add_argument("--policy", dest="policies", action="append", default=[], metavar="SPEC",
-                   help="add a cell to every experiment: 'EvalStop-3+FIFO', 'SRTF-Est', a "
-                        "saved model 'model:runs/ppo_stop/ppo_stop.zip+SRTF-Est', or your own "
-                        "class or factory 'path/to/mine.py:SlopeStop-3-0.02+SRTF-Est' / "
-                        "'package.module:Name-ARGS+SRTF-Est' (repeatable)")
+def add_isolation_arguments(p: argparse.ArgumentParser) -> None:
+    """--isolate and its options, for `run` and `score` alike (`run_options` reads them)."""
     p.add_argument("--isolate", action="store_true",
                    help="run each policy in a process of its own that sees only serialised "
                         "views (for untrusted policies; same results, slower)")
@@ -70,6 +67,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the user's files (--import, FILE.py:Name) are imported in the "
                         "policy's sandbox only, never by evalstop-bench itself (see README, "
                         "'Untrusted policies')")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiments", nargs="+", metavar="EXP",
+                   help="experiment names (see `list`), a YAML path, or all (= e1 ... e8)")
+    add_sweep_arguments(p, "results")
+    p.add_argument("--policy", dest="policies", action="append", default=[], metavar="SPEC",
+                   help="add a cell to every experiment: 'EvalStop-3+FIFO', 'SRTF-Est', a "
+                        "saved model 'model:runs/ppo_stop/ppo_stop.zip+SRTF-Est', or your own "
+                        "class or factory 'path/to/mine.py:SlopeStop-3-0.02+SRTF-Est' / "
+                        "'package.module:Name-ARGS+SRTF-Est' (repeatable)")
+    add_isolation_arguments(p)
 
 
 def resolve(names: Sequence[str]) -> list[str]:

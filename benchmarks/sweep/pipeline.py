@@ -68,11 +68,18 @@ def prepare(name: str | Path, overrides: Mapping[str, Any] | None = None,
     With private seeds the user's code is imported and its names built in the policy's sandbox
     only (`isolation.sandboxed_sources`), never in this process."""
     exp = own_name(load_experiment(name), name).with_overrides(overrides or {})
-    exp = exp.with_policies(policies)
+    return prepared_cells(exp.with_policies(policies), options, f"{Path(name).name}: imports:")
+
+
+def prepared_cells(exp: Experiment, options: RunOptions = DEFAULT_OPTIONS,
+                   where: str = "--import") -> Experiment:
+    """`exp` with every cell's names checked (or, with private seeds, digested in the sandbox)
+    and its user files named by absolute path, as every worker imports them; shared by `run`'s
+    experiments and `score`'s tasks."""
     private = options.private_seeds is not None
     if not private:
         import_user_modules(all_imports(exp, options),   # together: no name registered twice
-                            option=f"{Path(name).name}: imports:")
+                            option=where)
         for cell in exp.cells:
             make_policy(cell.base, cell.detector)  # raises PolicyNameError naming the bad name
     exp = dataclasses.replace(exp, cells=tuple(   # a user's file, by the same path everywhere

@@ -459,6 +459,17 @@ def check_unmixed(out: Path, secret: SeedSecret | None) -> None:
                                   f"would replace: choose another --out or that secret")
 
 
+def guard_out(out: Path, todo: Sequence[RunSpec], options: RunOptions) -> None:
+    """Before any run into `out` (its lock held): refuses mixing plain and private runs; with
+    private seeds, refuses a config they cannot keep private, seals past runs and marks OUT."""
+    check_unmixed(out, options.private_seeds)
+    if options.private_seeds is not None:
+        for spec in todo:        # a refused config fails before any run
+            check_private_config(spec.config)
+        seal_output(out)         # past runs' labels: out of the policy's reach
+        durable.write_text(out / PRIVATE_MARK, options.private_seeds.fingerprint)
+
+
 def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, workers: int = 1,
               backend: str = "loky", address: str | None = None,
               options: RunOptions = DEFAULT_OPTIONS) -> SweepResult:
@@ -467,12 +478,7 @@ def run_sweep(exp: Experiment, out: Path, seeds: Sequence[int] | None = None, wo
     todo = specs(exp, seeds, options)
     run_dir = Path(out) / exp.name / "runs"
     with durable.out_lock(out):  # one sweep per OUT; removes temp files a killed one left
-        check_unmixed(Path(out), options.private_seeds)
-        if options.private_seeds is not None:
-            for spec in todo:        # a refused config fails before any run
-                check_private_config(spec.config)
-            seal_output(Path(out))   # past runs' labels: out of the policy's reach
-            durable.write_text(Path(out) / PRIVATE_MARK, options.private_seeds.fingerprint)
+        guard_out(Path(out), todo, options)
         loaded: dict[str, dict[str, Any]] = {}
         pending = missing(todo, run_dir, loaded)
         log.info("%s: %d runs, %d to do", exp.name, len(todo), len(pending))
