@@ -14,7 +14,7 @@ import yaml
 
 from evalstop_gym.benchmarks import cli
 from evalstop_gym.benchmarks.rl import learned_seeds, train
-from evalstop_gym.benchmarks.score import leaderboard, references
+from evalstop_gym.benchmarks.score import leaderboard, real, references
 from evalstop_gym.benchmarks.score import suite as suite_mod
 from evalstop_gym.benchmarks.score.real import file_name
 from evalstop_gym.benchmarks.sweep import calibrate, runner
@@ -258,3 +258,19 @@ def test_a_models_training_is_read_from_what_train_saved(tmp_path) -> None:
     assert training("EvalStop-2", suite) is None
     lines = leaderboard.training_lines([{"policy": "PPO", "training": {"m": got}}])
     assert "--total-timesteps 20000 --seed SEED`, SEED = 11000." in lines[-1]
+
+
+def test_real_references_measured_on_other_public_runs_are_refused(tiny, tmp_path,
+                                                                   capsys) -> None:
+    """The real tasks' references record the public runs they were measured on: once the corpus
+    changes, scoring is refused in one line until they are measured again."""
+    path, _, _ = tiny
+    copy = tmp_path / "tiny.yaml"
+    shutil.copy(path, copy)
+    refs = json.loads(suite_mod.references_path(path).read_text())
+    assert refs["real-15"]["data"] == real.data_digest()
+    refs["real-15"]["data"] = "0" * 16
+    suite_mod.references_path(copy).write_text(json.dumps(refs))
+    assert score("EvalStop-2", "--suite", str(copy), "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the public runs changed" in err[0] and "real-15" in err[0]

@@ -159,8 +159,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"wrote {measure_references(suite, args.out, args.workers)}")
         suite = load_suite(args.suite)
     if args.policies:
-        for task in suite.tasks:   # every anchor present before any run
-            suite.reference(task)
+        for task in suite.tasks:   # every anchor present, and measured on today's data,
+            suite.reference(task)  # before any run
+        if suite.real and not options.isolated:
+            real.public_runs(suite)
         records = score(suite, args.policies, args.out, args.workers, options, args.label)
         print(write_scores(records, args.out, suite))
     if args.leaderboard is not None:

@@ -27,6 +27,7 @@ from .. import durable
 from ..corpus.public_scoring import score_public
 from ..corpus.scoring import DENSITIES
 from ..sweep.runner import code_digest, read_run
+from ..usage import UsageError
 from .suite import Suite, Task
 
 NO_STOP = ("none", "NoStop")
@@ -37,9 +38,18 @@ def applies(detector: str) -> bool:
     return not detector.startswith(MODEL_PREFIX)
 
 
-def public_runs(suite: Suite) -> list[PublicRun]:
+def public_runs(suite: Suite, measuring: bool = False) -> list[PublicRun]:
     """The split's runs with a clear label (ambiguous runs count in neither recall nor false
-    stops), the first `real_runs` of them when the suite says so."""
+    stops), the first `real_runs` of them when the suite says so. Unless `measuring` the
+    references, refused in one line where the suite's real references were measured on other
+    public runs (the corpus grew or was relabelled: its references no longer anchor it)."""
+    stale = sorted(task.id for task in suite.real
+                   if suite.references.get(task.id, {}).get("data", data_digest())
+                   != data_digest())
+    if stale and not measuring:
+        raise UsageError(f"suite {suite.name}: the public runs changed since the references of "
+                         f"{', '.join(stale)} were measured (data {data_digest()}); a suite "
+                         f"whose data changed is a new version: re-measure its references")
     runs = [r for r in load_public() if r.split == suite.real_split
             and r.label.label in ("declining", "healthy")]
     return runs[:suite.real_runs] if suite.real_runs else runs

@@ -86,7 +86,7 @@ def simulated_references(suite: Suite, out: Path, workers: int) -> dict[str, dic
 
 def real_references(suite: Suite, out: Path) -> dict[str, dict[str, Any]]:
     """NoStop's measure and the best candidate's, per real task."""
-    runs = real.public_runs(suite)
+    runs = real.public_runs(suite, measuring=True)
     refs = {}
     for task in tqdm(suite.real, desc="real tasks", unit="task"):
         rows = pd.DataFrame([real.real_row(name, name, task, suite, out, runs)
@@ -94,7 +94,8 @@ def real_references(suite: Suite, out: Path) -> dict[str, dict[str, Any]]:
         measure = informedness(rows)
         best = int(measure.iloc[1:].idxmax())
         refs[task.id] = {"nostop": float(measure.iloc[0]), "value": float(measure[best]),
-                         "source": f"best known: {rows.policy[best]}"}
+                         "source": f"best known: {rows.policy[best]}",
+                         "data": real.data_digest()}
     return refs
 
 
