@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from evalstop_gym.benchmarks.detectors import replay
+from evalstop_gym.traces.log_formats import read_logs
 from evalstop_gym.traces.logs import (
     LogError,
     choose_metric,
     history_evals,
     read_csv_runs,
-    read_logs,
     read_trainer_state,
 )
 
