@@ -168,7 +168,7 @@ def round_floats(value: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .build import check_out
+    from .output import check_out
 
     out = check_out(args.out)
     doc = fit_public(load_public())
