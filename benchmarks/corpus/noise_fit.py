@@ -36,6 +36,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve, toeplitz
 from scipy.optimize import minimize
 
+from evalstop_gym.sim.drift import drift_correlation
 from evalstop_gym.traces.public_runs import PublicRun, hindsight_label, load_public
 
 from ..durable import write_text
@@ -55,7 +56,7 @@ DIGITS = 4                   # rounding of the written fit
 def second_difference_cov(n: int, spacing: float, share: float, scale: float) -> np.ndarray:
     """Covariance of the n - 2 second differences of n evals `spacing` apart, unit noise sd."""
     lag = np.arange(n + 2)
-    r = share * np.exp(-lag * spacing / scale)
+    r = share * drift_correlation(lag * spacing, scale)
     r[0] += 1.0 - share
     full = np.concatenate([r[:0:-1], r])            # r at lags -(n+1) .. n+1
     k = np.arange(n - 2) + len(r) - 1

@@ -21,12 +21,18 @@ DRIFT_GRID = 2400   # intervals of progress [0, 1] the path is drawn on
 CHUNK_JOBS = 512    # jobs whose paths are held at once (a path is 19 kB; memory stays bounded)
 
 
+def drift_correlation(lag: np.ndarray | float, scale: float) -> np.ndarray:
+    """The drift's correlation between two points `lag` apart in progress: exp(-|lag| / scale)
+    (the generator below and the public-run fit, `corpus.noise_fit`, both read this)."""
+    return np.exp(-np.abs(np.asarray(lag, dtype=float)) / scale)
+
+
 def progress_drift(rng: np.random.Generator, n_jobs: int, points: np.ndarray,
                    scale: float) -> np.ndarray:
     """(n_jobs x len(points)) unit-variance drift, rows independent; draws n_jobs x
     (DRIFT_GRID + 1) normals from `rng` whatever the points (in chunks of jobs: the same
     draws as one block)."""
-    phi = np.exp(-1.0 / (DRIFT_GRID * scale))
+    phi = float(drift_correlation(1.0 / DRIFT_GRID, scale))
     at = np.clip(np.asarray(points, dtype=float), 0.0, 1.0) * DRIFT_GRID
     at = np.where(np.abs(at - np.round(at)) < 1e-6, np.round(at), at)   # a node hit exactly
     left = np.minimum(np.floor(at).astype(np.int64), DRIFT_GRID - 1)
