@@ -272,7 +272,7 @@ def test_the_compiled_policy_logic_takes_no_hidden_array() -> None:
     observed scores, the loss at each check, progress, arrival and the type's estimate."""
     from evalstop_gym.sim import native_kernel
 
-    for fn in (native_kernel._decide, native_kernel._rank_of):
+    for fn in (native_kernel.decide, native_kernel.rank_of):
         code = getattr(fn, "py_func", fn).__code__
         params = set(code.co_varnames[:code.co_argcount])
         assert not params & HIDDEN_NAMES, f"{fn.__name__} takes {params & HIDDEN_NAMES}"
@@ -351,9 +351,9 @@ def test_the_loop_paused_for_each_check_gives_the_same_run(policy_name: str) -> 
         pauses += 1
         j = loop.ist[kernel.S_PENDING]
         J = jobs_arrays
-        progress = kernel._reported(j, out.work[j], J.paced, J.chk_ptr, out.next_check,
+        progress = kernel.reported(j, out.work[j], J.paced, J.chk_ptr, out.next_check,
                                     J.chk_prog, J.chk_work)
-        loop.fst[kernel.F_ANSWER] = kernel._decide(
+        loop.fst[kernel.F_ANSWER] = kernel.decide(
             j, spec.rule, k_by_type, spec.best_variant, float(spec.p), float(spec.threshold),
             int(spec.window), J.jtype, progress, J.chk_ptr, J.chk_idx, J.chk_loss,
             out.next_check, J.ev_ptr, J.ev_score, J.ev_prog)

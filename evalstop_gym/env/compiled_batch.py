@@ -429,7 +429,7 @@ def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, o
     if stopped:
         j = answered
         if not np.isnan(extra.best_true[j]):  # quality_lost: the first best eval is kept
-            _, n_evals = kernel._passed(j, chk_ptr, chk_idx, out.next_check)
+            _, n_evals = kernel.passed(j, chk_ptr, chk_idx, out.next_check)
             best = -1
             for e in range(ev_ptr[j], ev_ptr[j] + n_evals):
                 if best < 0 or ev_score[e] > ev_score[best]:
@@ -457,7 +457,7 @@ def _observe(i, j, now, total_gpus, jobs, out, ist, o_job, o_cluster, o_scores, 
      ev_ptr, ev_score, ev_prog) = jobs
     passed = out.next_check[j]
     c = chk_ptr[j] + passed - 1               # the check just reached
-    _, n_ev = kernel._passed(j, chk_ptr, chk_idx, out.next_check)
+    _, n_ev = kernel.passed(j, chk_ptr, chk_idx, out.next_check)
     e0 = ev_ptr[j]
     scores = ev_score[e0:e0 + n_ev]
     progress = chk_prog[c]

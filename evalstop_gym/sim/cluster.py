@@ -23,11 +23,22 @@ from .kernel import EventQueue, SimulationError
 from .pace import work_at
 from .protocols import Allocation, Planner, Policy, StopDecision, capabilities, checked_decision
 from .rules import ROUNDING
-from .transitions import phase_charge, phase_minutes
+from .transitions import (
+    CHECK,
+    COMPLETE,
+    COMPLETION,
+    MILESTONE,
+    STOP,
+    after_check,
+    first_phase,
+    phase_after,
+    phase_charge,
+    phase_minutes,
+    sliced_speed,
+)
 from .view import ClusterView, SchedulerJobView, make_view
 
 ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
-MILESTONE, COMPLETION = -1, -2  # check kinds that run no eval
 
 
 class CheckRequest(NamedTuple):
@@ -134,9 +145,10 @@ class Cluster:
         job = self._pending_job
         assert job is not None
         self._pending, self._pending_job = None, None
-        if decision.stop:
+        follows = after_check(decision.stop, job.next_check, len(job.checks))
+        if follows == STOP:
             self._end(job, JobState.STOPPED, reason=decision.reason or "stopped")
-        elif job.next_check >= len(job.checks):
+        elif follows == COMPLETE:
             self._end(job, JobState.COMPLETED)
         else:
             self._slice(job)
@@ -266,23 +278,20 @@ class Cluster:
             return None  # superseded by a preemption or a stop
         self._touch(job.job_id)
         self._charge(job)
-        if job.phase == Phase.RESTART:
-            self._start_phase(job, Phase.TRAIN)
-            return None
-        if job.phase == Phase.TRAIN:
-            progress, eval_index = job.checks[job.next_check]
+        progress, eval_index = job.checks[job.next_check]
+        follows = phase_after(job.phase, eval_index)
+        if job.phase == Phase.TRAIN:   # at the check point
             job.progress, job.work = progress, job.check_work[job.next_check]
-            if eval_index >= 0:
-                self._start_phase(job, Phase.EVAL)
-                return None
-            if eval_index == COMPLETION:
-                job.next_check += 1
-                self._end(job, JobState.COMPLETED)
-                return None
-            return self._check(job, score=None)
-        # Phase.EVAL ended: the score is known.
-        _, eval_index = job.checks[job.next_check]
-        return self._check(job, score=float(job.eval_observed[eval_index]))
+        if follows == COMPLETE:
+            job.next_check += 1
+            self._end(job, JobState.COMPLETED)
+            return None
+        if follows != CHECK:
+            self._start_phase(job, Phase(follows))
+            return None
+        if job.phase == Phase.EVAL:    # its score is known
+            return self._check(job, score=float(job.eval_observed[eval_index]))
+        return self._check(job, score=None)
 
     def _check(self, job: Job, score: float | None) -> CheckRequest:
         job.phase = Phase.IDLE
@@ -309,7 +318,7 @@ class Cluster:
         if self.time_sliced is None:
             return
         full = self.pool.speeds[job.kind] if self.pool is not None else 1.0
-        job.speed = full * self.share if self.time_sliced(self._view(job)) else full
+        job.speed = sliced_speed(full, self.share, self.time_sliced(self._view(job)))
 
     def _charge(self, job: Job) -> None:
         """Account GPU-minutes of the phase that is ending (or being interrupted) now."""
@@ -395,9 +404,9 @@ class Cluster:
         job.state = JobState.RUNNING
         if job.first_start is None:
             job.first_start = self.now
-        resuming = job.has_run and self.overhead > 0
+        phase = first_phase(job.has_run, self.overhead)
         job.has_run = True
-        self._start_phase(job, Phase.RESTART if resuming else Phase.TRAIN)
+        self._start_phase(job, Phase(phase))
 
     def _preempt(self, job: Job) -> None:
         self._charge(job)

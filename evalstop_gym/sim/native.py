@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..config import SimConfig
-from .cluster import COMPLETION, _merge_checks, check_work_rows
+from .cluster import _merge_checks, check_work_rows
 from .curves import exp_loss
 from .jobs import STATES, Job, JobState, Observation
 from .kernel import SimulationError
@@ -39,6 +39,7 @@ from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of 
     NativeSpec,
     disagreement,
 )
+from .transitions import COMPLETION
 from .workload import JOB_TYPES
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run

@@ -1,5 +1,5 @@
-"""A job's transitions as arithmetic, written once: how its work moves, what a phase costs and
-how long the next one lasts.
+"""A job's transitions, written once: how its work moves, what a phase costs, how long the next
+one lasts, and what follows a phase's end, a check's answer and a start.
 
 Plain functions over scalars (+ - * /, min and max, which plain Python and numba compute to the
 same bit): `Cluster` calls them on a job's fields, `native_kernel` compiles them (inlined) and
@@ -13,6 +13,9 @@ from .jobs import Phase
 from .rules import ROUNDING
 
 RESTART, TRAIN, EVAL = int(Phase.RESTART), int(Phase.TRAIN), int(Phase.EVAL)
+# What follows a phase or a check when it is not a next phase: a check to answer, or the job's end
+CHECK, COMPLETE, STOP = -1, -2, -3
+MILESTONE, COMPLETION = -1, -2   # check kinds that run no eval (else an eval's index)
 
 
 def work_after(phase: int, work: float, elapsed: float, speed: float, duration: float) -> float:
@@ -46,3 +49,36 @@ def phase_minutes(phase: int, overhead: float, eval_minutes: float, target: floa
     if phase == EVAL:
         return eval_minutes / speed
     return max(0.0, (target - work) * duration / speed)
+
+
+def first_phase(has_run: bool, overhead: float) -> int:
+    """The phase a job starts in: a restart (its overhead) if it ran before, else training."""
+    return RESTART if has_run and overhead > 0 else TRAIN
+
+
+def phase_after(phase: int, check_kind: int) -> int:
+    """What follows the end of `phase` at the job's next check (`check_kind`: an eval's index,
+    or a negative code): training after a restart; after training, the check's eval, the job's
+    completion, or (a milestone) its check; after an eval, its check."""
+    if phase == RESTART:
+        return TRAIN
+    if phase == TRAIN:
+        if check_kind >= 0:
+            return EVAL
+        if check_kind == COMPLETION:
+            return COMPLETE
+    return CHECK
+
+
+def after_check(stop: bool, checks_done: int, n_checks: int) -> int:
+    """What follows a check's answer: the job stops, completes (no check left), or trains on."""
+    if stop:
+        return STOP
+    if checks_done >= n_checks:
+        return COMPLETE
+    return TRAIN
+
+
+def sliced_speed(full: float, share: float, sliced: bool) -> float:
+    """A job's speed until its next check: `share` of its full speed while time-sliced."""
+    return full * share if sliced else full
