@@ -14,20 +14,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ..config import SimConfig
+from .allocation import checked_allocation
+from .checks import check_work, merge_checks
 from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
 from .kernel import EventQueue, SimulationError
-from .pace import work_at
 from .protocols import Allocation, Planner, Policy, StopDecision, capabilities, checked_decision
-from .rules import ROUNDING
 from .transitions import (
     CHECK,
     COMPLETE,
-    COMPLETION,
-    MILESTONE,
     STOP,
     after_check,
     first_phase,
@@ -97,7 +93,7 @@ class Cluster:
             if job.gpus > largest:
                 raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; the cluster "
                                       f"has {largest} of one kind")
-            job.checks = _merge_checks(job, extra)
+            job.checks = merge_checks(job, extra)
             job.check_work = check_work(job)
             self.queue.schedule(job.arrival, ARRIVAL, job.job_id, priority=ARRIVAL)
 
@@ -345,27 +341,8 @@ class Cluster:
                                tuple(view(j) for j in self.running.values()))
 
     def _apply(self, allocation: Allocation) -> None:
-        start, preempt, stop = (tuple(allocation.start), tuple(allocation.preempt),
-                                tuple(allocation.stop))
-        for name, ids in (("start", start), ("preempt", preempt), ("stop", stop)):
-            if len(set(ids)) != len(ids):
-                raise SimulationError(f"allocation.{name} names a job twice: {ids}")
-        if set(start) & set(preempt) or set(start) & set(stop) or set(preempt) & set(stop):
-            raise SimulationError("allocation names one job in two of start/preempt/stop")
-        for jid in stop:
-            if jid not in self.running and jid not in self.waiting:
-                raise SimulationError(f"allocation.stop: job {jid} is neither running nor waiting")
-        for jid in preempt:
-            if jid not in self.running:
-                raise SimulationError(f"allocation.preempt: job {jid} is not running")
-        for jid in start:
-            if jid not in self.waiting:
-                raise SimulationError(f"allocation.start: job {jid} is not waiting")
-        freed = sum(self.jobs[j].gpus for j in (*preempt, *stop) if j in self.running)
-        need = sum(self.jobs[j].gpus for j in start)
-        if need > self.free_gpus + freed:
-            raise SimulationError(f"allocation.start needs {need} GPUs; only "
-                                  f"{self.free_gpus + freed} would be free")
+        start, preempt, stop = checked_allocation(allocation, self.running, self.waiting,
+                                                  self.free_gpus)
         kinds: list[int] = [-1] * len(start)
         if self.pool is not None:
             released = [(self.jobs[j].kind, self.jobs[j].gpus) for j in (*preempt, *stop)
@@ -441,33 +418,6 @@ class Cluster:
         job.stop_reason = reason
         self._needs_pass = True
         self._finished.append(self._view(job))
-
-
-def _merge_checks(job: Job, milestones: list[float]) -> list[tuple[float, int]]:
-    """The job's check points: its evals, plus policy milestones that are not eval points."""
-    checks = [(float(p), i) for i, p in enumerate(job.eval_points)]
-    evals = {round(float(p), 10) for p in job.eval_points}
-    checks += [(m, MILESTONE) for m in milestones if m not in evals]
-    checks.sort()
-    if not checks or checks[-1][0] < 1.0 - ROUNDING:
-        checks.append((1.0, COMPLETION))
-    return checks
-
-
-def check_work(job: Job) -> list[float]:
-    """The work done at each of the job's checks (its progress when it is evenly paced)."""
-    return check_work_rows([job], np.array([p for p, _ in job.checks]))[0].tolist()
-
-
-def check_work_rows(jobs: list[Job], progress: np.ndarray) -> np.ndarray:
-    """The work done at check points `progress` by each of `jobs` (which share eval points), a
-    row per job: what both engines store, so they agree to the bit."""
-    work = np.tile(progress, (len(jobs), 1))
-    paced = [(k, job.eval_work) for k, job in enumerate(jobs) if job.eval_work is not None]
-    if paced:
-        work[[k for k, _ in paced]] = work_at(jobs[0].eval_points,
-                                              np.stack([w for _, w in paced]), progress)
-    return work
 
 
 def _planner(policy: Any) -> Planner | None:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..config import SimConfig
-from .cluster import _merge_checks, check_work_rows
+from .checks import check_work_rows, merge_checks
 from .curves import exp_loss
 from .jobs import STATES, Job, JobState, Observation
 from .kernel import SimulationError
@@ -129,7 +129,7 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
     for i, job in enumerate(jobs):
         key = id(job.eval_points)
         if key not in layouts:
-            layouts[key] = (_merge_checks(job, extra), [])
+            layouts[key] = (merge_checks(job, extra), [])
         layouts[key][1].append(i)
         job.checks = list(layouts[key][0])   # its own list, as Cluster gives each job
     n = len(jobs)
