@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .sim.checkpoint import best_eval
 from .sim.fall import fall_since_best
 from .sim.protocols import Detector, capabilities
 from .sim.view import ClusterView, SchedulerJobView
@@ -394,9 +395,8 @@ class RunMonitor:
         self._loss_given.append(loss is not None)
         if loss is not None:
             self._losses.append(loss)
-        if self._stop_at is None and (self._best < 0
-                                      or score > self._scores.window()[self._best]):
-            self._best = len(self.steps) - 1
+        if self._stop_at is None:   # the checkpoint kept: the best eval up to the stop
+            self._best = best_eval(self._scores.window(), len(self.steps) - 1, self._best)
 
     def progress_at(self, step: float) -> float:
         """`step / max_steps`, or NaN when the run's length is unknown."""

@@ -57,7 +57,8 @@ def run_pair(case: str, base: str, p_stop: float, seeds: list[int], rng_seed: in
         assert bool(batch.terminated[i]) == ("metrics" in info), label
         live.append(not batch.terminated[i])
     rng = np.random.default_rng(rng_seed)
-    seen = {"steps": 0, "stops": 0, "preemptions": 0, "heap_rows": batch._loop.rheap.shape[1]}
+    seen = {"steps": 0, "stops": 0, "preemptions": 0,
+            "heap_rows": batch._arrays.loop.rheap.shape[1]}
     while any(live):
         stop = (rng.random(len(seeds)) < p_stop).astype(np.int64)
         batch.step(stop)
@@ -79,7 +80,7 @@ def run_pair(case: str, base: str, p_stop: float, seeds: list[int], rng_seed: in
                 assert batch.metrics(i) == info["metrics"], f"{label}: metrics"
                 assert batch.reward_terms(i) == info["reward_terms"], f"{label}: reward terms"
                 seen["preemptions"] += sum(j.n_preemptions for j in env._jobs)
-    seen["heap_rows"] = batch._loop.rheap.shape[1] - seen["heap_rows"]
+    seen["heap_rows"] = batch._arrays.loop.rheap.shape[1] - seen["heap_rows"]
     return seen
 
 

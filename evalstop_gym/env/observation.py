@@ -18,6 +18,8 @@ import numpy as np
 from gymnasium import spaces
 
 from ..config import SimConfig
+from ..sim.checkpoint import best_eval
+from ..sim.rules import Floats, decline_count
 from ..sim.view import ClusterView, SchedulerJobView
 from ..sim.workload import JOB_TYPES
 
@@ -35,6 +37,12 @@ JOB_FIELDS = ("lora", "dpo", "rlhf", "progress", "is_eval", "n_evals", "last_sco
 ROW_FIELDS = (*STATES, *JOB_FIELDS)
 CLUSTER_FIELDS = ("free_frac", "queue", "running", "time", "total_gpus")
 Obs = dict[str, np.ndarray]
+# A stop-mode observation's fields in the order `fill_stop_observation` takes them, and its Boxes
+STOP_FIELDS = ("job", "cluster", "eval_scores", "eval_deltas", "eval_progress", "eval_mask",
+               "loss_history", "loss_mask")
+STOP_BOXES = ("job", "cluster", "eval_scores", "eval_deltas", "eval_progress", "loss_history")
+Rows = tuple[np.ndarray, ...]
+Bounds = tuple[tuple[np.ndarray, np.ndarray], ...]
 
 
 class Limits(NamedTuple):
@@ -93,38 +101,12 @@ def _clipped(space: spaces.Dict, obs: Obs) -> Obs:
 
 def job_features(job: SchedulerJobView, now: float) -> np.ndarray:
     """The per-job vector named by JOB_FIELDS."""
-    scores, hist = job.eval_scores, job.loss_history
     out = np.empty(len(JOB_FIELDS), dtype=np.float64)
     fill_job_row(out, JOB_TYPES.index(job.job_type) if job.job_type in JOB_TYPES else -1,
-                 job.progress, bool(job.eval_progress) and job.eval_progress[-1] == job.progress,
-                 len(scores), scores[-1] if scores else 0.0, max(scores) if scores else 0.0,
-                 job.consecutive_declines, job.loss, len(hist), hist[-2] if len(hist) >= 2
-                 else 0.0, hist[-1] if hist else 0.0, job.duration_estimate, job.gpus,
-                 now - job.arrival_time, job.attained_minutes, job.n_preemptions)
+                 job.progress, job.loss, job.eval_scores, job.eval_progress, job.loss_history,
+                 job.duration_estimate, job.gpus, now - job.arrival_time, job.attained_minutes,
+                 job.n_preemptions)
     return out
-
-
-def fill_job_row(out: np.ndarray, type_code: int, progress: float, is_eval: bool, n_scores: int,
-                 last: float, best: float, declines: int, loss: float, n_hist: int,
-                 prev_loss: float, last_loss: float, duration_estimate: float, gpus: int,
-                 age: float, attained: float, n_preemptions: int) -> None:
-    """JOB_FIELDS into `out`, from the view's numbers: the one formula, which the compiled
-    batch core (`compiled_batch.py`) also runs on its arrays."""
-    for t in range(3):
-        out[t] = 1.0 if t == type_code else 0.0
-    out[3] = progress
-    out[4] = 1.0 if is_eval else 0.0
-    out[5] = float(n_scores)
-    out[6] = last if n_scores else 0.0
-    out[7] = float(declines)
-    out[8] = (last - best) if n_scores else 0.0
-    out[9] = loss
-    out[10] = (last_loss - prev_loss) / prev_loss if n_hist >= 2 and prev_loss > 0 else 0.0
-    out[11] = duration_estimate / TIME_SCALE
-    out[12] = gpus / GPU_SCALE
-    out[13] = age / TIME_SCALE
-    out[14] = attained / TIME_SCALE
-    out[15] = float(n_preemptions)
 
 
 def cluster_features(cluster: ClusterView) -> np.ndarray:
@@ -134,14 +116,93 @@ def cluster_features(cluster: ClusterView) -> np.ndarray:
     return out
 
 
+# ------------------------------------------------------------ the arithmetic, written once
+# Plain functions over numbers and sequences: the env calls them on a view's tuples, and the
+# compiled batch core (`batch_step.py`) compiles the very same functions and calls them on
+# slices of its arrays, so both observe the same bits.
+
+
+def fill_job_row(out: np.ndarray, type_code: int, progress: float, loss: float, scores: Floats,
+                 eval_progress: Floats, losses: Floats, duration_estimate: float, gpus: int,
+                 age: float, attained: float, n_preemptions: int) -> None:
+    """JOB_FIELDS into `out`, from what a view shows: its scores, their progress and the loss
+    history, in order."""
+    n, n_hist = len(scores), len(losses)
+    last = scores[n - 1] if n else 0.0
+    prev_loss = losses[n_hist - 2] if n_hist >= 2 else 0.0
+    for t in range(3):
+        out[t] = 1.0 if t == type_code else 0.0
+    out[3] = progress
+    out[4] = 1.0 if n > 0 and eval_progress[n - 1] == progress else 0.0
+    out[5] = float(n)
+    out[6] = last
+    out[7] = float(decline_count(scores, False, 0))
+    out[8] = (last - scores[best_eval(scores, 0, -1)]) if n else 0.0
+    out[9] = loss
+    out[10] = ((losses[n_hist - 1] - prev_loss) / prev_loss if n_hist >= 2 and prev_loss > 0
+               else 0.0)
+    out[11] = duration_estimate / TIME_SCALE
+    out[12] = gpus / GPU_SCALE
+    out[13] = age / TIME_SCALE
+    out[14] = attained / TIME_SCALE
+    out[15] = float(n_preemptions)
+
+
 def fill_cluster_row(out: np.ndarray, now: float, total_gpus: int, free_gpus: int,
                      n_waiting: int, n_running: int) -> None:
-    """CLUSTER_FIELDS into `out` (shared with the compiled batch core, as `fill_job_row`)."""
+    """CLUSTER_FIELDS into `out`."""
     out[0] = free_gpus / total_gpus
     out[1] = n_waiting / QUEUE_SCALE
     out[2] = n_running / QUEUE_SCALE
     out[3] = now / TIME_SCALE
     out[4] = total_gpus / QUEUE_SCALE
+
+
+def put_clipped(out: np.ndarray, k: int, value: float, low: np.ndarray,
+                high: np.ndarray) -> None:
+    """out[k] = value clipped to the Box's bounds [low[k], high[k]], in its float32."""
+    if value < low[k]:
+        value = low[k]
+    if value > high[k]:
+        value = high[k]
+    out[k] = np.float32(value)
+
+
+def fill_tail(out: np.ndarray, mask: np.ndarray, values: Floats, low: np.ndarray,
+              high: np.ndarray, deltas: bool) -> None:
+    """The latest len(out) of `values` right-aligned (the oldest drop off), clipped, and their
+    mask; zeros before them. `deltas`: each value minus the one before it (the first's: 0)."""
+    n, h = len(values), len(out)
+    tail = min(n, h)
+    for k in range(h - tail):
+        out[k] = 0.0
+        mask[k] = 0
+    for t in range(tail):
+        e = n - tail + t
+        value = values[e] - values[e - 1 if e > 0 else 0] if deltas else values[e]
+        put_clipped(out, h - tail + t, value, low, high)
+        mask[h - tail + t] = 1
+
+
+def fill_stop_observation(rows: Rows, bounds: Bounds, tmp: np.ndarray, type_code: int,
+                          progress: float, loss: float, scores: Floats, eval_progress: Floats,
+                          losses: Floats, duration_estimate: float, gpus: int, age: float,
+                          attained: float, n_preemptions: int, now: float, total_gpus: int,
+                          free_gpus: int, n_waiting: int, n_running: int) -> None:
+    """A stop-mode observation into `rows` (the fields of STOP_FIELDS), each Box value clipped
+    to `bounds` (STOP_BOXES' (low, high)); `tmp` holds a float64 row on the way."""
+    o_job, o_cluster, o_scores, o_deltas, o_prog, o_mask, o_loss, o_lmask = rows
+    fill_job_row(tmp, type_code, progress, loss, scores, eval_progress, losses,
+                 duration_estimate, gpus, age, attained, n_preemptions)
+    for k in range(len(o_job)):
+        put_clipped(o_job, k, tmp[k], bounds[0][0], bounds[0][1])
+    fill_cluster_row(tmp, now, total_gpus, free_gpus, n_waiting, n_running)
+    for k in range(len(o_cluster)):
+        put_clipped(o_cluster, k, tmp[k], bounds[1][0], bounds[1][1])
+    fill_tail(o_scores, o_mask, scores, bounds[2][0], bounds[2][1], False)
+    fill_tail(o_deltas, o_mask, scores, bounds[3][0], bounds[3][1], True)
+    fill_tail(o_prog, o_mask, eval_progress, bounds[4][0], bounds[4][1], False)
+    fill_tail(o_loss, o_lmask, losses, bounds[5][0], bounds[5][1], False)
 
 
 def _zeros(space: spaces.Dict) -> Obs:
@@ -155,16 +216,6 @@ def _shape(space: spaces.Space) -> tuple[int, ...]:
     if space.shape is None:
         raise TypeError(f"observation field {space!r} has no shape")
     return space.shape
-
-
-def _padded(values: tuple[float, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Right-aligned (latest last) values and validity mask; the oldest drop off beyond n."""
-    out, mask = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.int8)
-    tail = values[-n:] if n else ()
-    if tail:
-        out[n - len(tail):] = tail
-        mask[n - len(tail):] = 1
-    return out, mask
 
 
 class StopObservation:
@@ -182,6 +233,7 @@ class StopObservation:
             "loss_history": _box(self.loss_history, 0.0, BOUND),
             "loss_mask": spaces.MultiBinary(self.loss_history),
         })
+        self._bounds: tuple[spaces.Dict, Bounds] | None = None
 
     @classmethod
     def for_space(cls, space: spaces.Dict) -> StopObservation:
@@ -192,15 +244,26 @@ class StopObservation:
         return encoder
 
     def encode(self, job: SchedulerJobView, cluster: ClusterView) -> Obs:
-        scores, mask = _padded(job.eval_scores, self.history)
-        progress, _ = _padded(job.eval_progress, self.history)
-        deltas, _ = _padded(tuple(np.diff(job.eval_scores, prepend=job.eval_scores[:1])),
-                            self.history)
-        loss, loss_mask = _padded(job.loss_history, self.loss_history)
-        return _clipped(self.space, {
-            "job": job_features(job, cluster.now), "cluster": cluster_features(cluster),
-            "eval_scores": scores, "eval_deltas": deltas, "eval_progress": progress,
-            "eval_mask": mask, "loss_history": loss, "loss_mask": loss_mask})
+        obs = self.empty()
+        fill_stop_observation(
+            tuple(obs[k] for k in STOP_FIELDS), self.bounds, np.empty(len(JOB_FIELDS)),
+            JOB_TYPES.index(job.job_type) if job.job_type in JOB_TYPES else -1, job.progress,
+            job.loss, job.eval_scores, job.eval_progress, job.loss_history,
+            job.duration_estimate, job.gpus, cluster.now - job.arrival_time,
+            job.attained_minutes, job.n_preemptions, cluster.now, cluster.total_gpus,
+            cluster.free_gpus, cluster.n_waiting, cluster.n_running)
+        return obs
+
+    @property
+    def bounds(self) -> Bounds:
+        """Each of STOP_BOXES' (low, high), as float64 arrays: what `fill_stop_observation`
+        clips to."""
+        if self._bounds is None or self._bounds[0] is not self.space:
+            boxes = [self.space[k] for k in STOP_BOXES]
+            self._bounds = (self.space, tuple((np.asarray(b.low, np.float64),
+                                               np.asarray(b.high, np.float64))
+                                              for b in boxes if isinstance(b, spaces.Box)))
+        return self._bounds[1]
 
     def empty(self) -> Obs:
         return _zeros(self.space)

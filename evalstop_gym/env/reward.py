@@ -21,17 +21,30 @@ is minus the weighted sum of:
 
 What accrues before the first decision point answers no action, so no step returns it; the
 episode totals at the end (`info["reward_terms"]`) include it.
+
+The arithmetic is written once, as plain functions over numbers and sequences (`admitted_by`,
+`sweep_open`, `held_minutes`, `integrals`, `step_terms`, `weighted_reward`, `segment_waste`,
+`stop_quality_lost`): `RewardMeter` calls them on the job records, and the compiled batch
+(`batch_step.py`) compiles the very same functions and calls them on its arrays, so both
+sum the same numbers in the same order.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import MutableSequence, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from ..config import RewardConfig
+from ..sim.checkpoint import best_eval, true_score_at
 from ..sim.cluster import Cluster
 from ..sim.jobs import Job
+from ..sim.rules import Floats
+
+Triple = tuple[float, float, float]
+Terms = tuple[float, float, float, float, float]
 
 
 class RewardTerms(NamedTuple):
@@ -45,9 +58,13 @@ class RewardTerms(NamedTuple):
         return RewardTerms(*(a + b for a, b in zip(self, other, strict=True)))
 
     def weighted(self, cfg: RewardConfig) -> float:
-        return -(cfg.jobs_in_system * self.jobs_in_system + cfg.gpu_minutes * self.gpu_minutes
-                 + cfg.wasted_gpu_minutes * self.wasted_gpu_minutes
-                 + cfg.quality_lost * self.quality_lost + cfg.false_stop * self.false_stop)
+        return weighted_reward(weights(cfg), self)
+
+
+def weights(cfg: RewardConfig) -> tuple[float, float, float, float, float]:
+    """The terms' weights, in `RewardTerms` order."""
+    return (cfg.jobs_in_system, cfg.gpu_minutes, cfg.wasted_gpu_minutes, cfg.quality_lost,
+            cfg.false_stop)
 
 
 class RewardMeter:
@@ -64,6 +81,7 @@ class RewardMeter:
         self.scale = cfg.time_scale_min
         self.wasted_on_decision = wasted_on_decision
         self._arrivals = sorted(jobs, key=lambda j: j.arrival)   # stable: ties by job id
+        self._arrival_times = [j.arrival for j in self._arrivals]
         self._admitted = 0                  # jobs of _arrivals already in _open or booked
         self._open: list[Job] = []          # arrived jobs whose end is not yet booked
         self._booked = (0.0, 0.0, 0.0)      # the integrals' share from ended jobs (final)
@@ -72,34 +90,39 @@ class RewardMeter:
 
     def step(self, stopped: list[Job], continued: list[Job]) -> RewardTerms:
         """Terms accrued since the previous call, plus those charged to this step's decisions."""
-        integrals = self._integrals(self.cluster.now)
-        jobs_d, gpu_d, wasted_d = (b - a for a, b in zip(self._last, integrals, strict=True))
-        self._last = integrals
+        now = self._integrals(self.cluster.now)
+        wasted = now[2] - self._last[2]
         if self.wasted_on_decision:
-            wasted_d = sum(committed_waste(j) for j in continued)
-        terms = RewardTerms(jobs_d / self.scale, gpu_d / self.scale, wasted_d / self.scale,
-                            sum(quality_lost(j) for j in stopped),
-                            float(sum(not j.is_hacking for j in stopped)))
+            wasted = 0.0      # a loop, not sum(): the compiled batch adds in this order
+            for job in continued:
+                wasted += committed_waste(job)
+        terms = RewardTerms(*step_terms(now, self._last, wasted,
+                                        sum(quality_lost(j) for j in stopped),
+                                        float(sum(not j.is_hacking for j in stopped)),
+                                        self.scale))
+        self._last = now
         self.total = self.total + terms
         return terms
 
-    def _integrals(self, now: float) -> tuple[float, float, float]:
+    def _integrals(self, now: float) -> Triple:
         """Up to `now`: job-minutes in system, GPU-minutes held, GPU-minutes past true peaks."""
-        while self._admitted < len(self._arrivals) and \
-                self._arrivals[self._admitted].arrival <= now:
-            self._open.append(self._arrivals[self._admitted])
-            self._admitted += 1
-        for j in self._open:
-            if j.end_time is not None:  # ended: its totals are final
-                self._booked = (self._booked[0] + j.end_time - j.arrival,
-                                self._booked[1] + j.gpu_minutes,
-                                self._booked[2] + j.gpu_minutes_after_peak)
-        self._open = [j for j in self._open if j.end_time is None]
-        held = sum(j.gpus * (now - j.phase_start) for j in self.cluster.running.values()
-                   if j.phase)   # the current phase, not yet charged to gpu_minutes
-        return (self._booked[0] + sum(now - j.arrival for j in self._open),
-                self._booked[1] + sum(j.gpu_minutes for j in self._open) + held,
-                self._booked[2] + sum(j.gpu_minutes_after_peak for j in self._open))
+        times = self._arrival_times
+        admitted = admitted_by(now, range(len(times)), len(times), times, self._admitted)
+        self._open += self._arrivals[self._admitted:admitted]
+        self._admitted = admitted
+        jobs = self._open
+        ids = list(range(len(jobs)))
+        kept, *sums = sweep_open(
+            now, ids, len(jobs), [j.arrival for j in jobs],
+            [math.nan if j.end_time is None else j.end_time for j in jobs],
+            [j.gpu_minutes for j in jobs], [j.gpu_minutes_after_peak for j in jobs],
+            self._booked)
+        self._booked = (sums[0], sums[1], sums[2])
+        self._open = [jobs[q] for q in ids[:kept]]
+        running = list(self.cluster.running.values())
+        held = held_minutes(now, range(len(running)), len(running), [j.gpus for j in running],
+                            [j.phase for j in running], [j.phase_start for j in running])
+        return integrals(self._booked, (sums[3], sums[4], sums[5]), held)
 
 
 def committed_waste(job: Job) -> float:
@@ -110,6 +133,83 @@ def committed_waste(job: Job) -> float:
     return segment_waste(target, eval_index, job.check_work[job.next_check], job.work,
                          job.peak_work, job.peak_progress, job.duration, job.speed,
                          job.eval_minutes, job.gpus)
+
+
+def quality_lost(job: Job) -> float:
+    """Best true score over the schedule minus the true score of the kept checkpoint (0 if none)."""
+    evals = job.observed_evals()
+    return float(stop_quality_lost(job.eval_points, job.eval_true, [s for s, _ in evals],
+                                   [p for _, p in evals]))
+
+
+# ---------------------------------------------------------------- the arithmetic, written once
+
+
+def admitted_by(now: float, order: Sequence[int] | np.ndarray, n: int, arrival: Floats,
+                admitted: int) -> int:
+    """How many of the n jobs, taken in arrival `order`, have arrived by `now` (counting on
+    from `admitted`)."""
+    while admitted < n and arrival[order[admitted]] <= now:
+        admitted += 1
+    return admitted
+
+
+def sweep_open(now: float, ids: MutableSequence[int] | np.ndarray, n_open: int, arrival: Floats,
+               end_time: Floats, gpu_min: Floats, gpu_after: Floats, booked: Triple
+               ) -> tuple[int, float, float, float, float, float, float]:
+    """One pass over the open jobs ids[:n_open] (arrived, end not yet booked; admission order):
+    an ended one's totals (end_time not NaN) are final, so they join the booked sums and it
+    leaves `ids`, compacted in place; the others' are summed. Returns how many stay open, the
+    booked sums and the open ones' sums (job-minutes in system, GPU-minutes, past the peak)."""
+    b0, b1, b2 = booked
+    s0, s1, s2 = 0.0, 0.0, 0.0
+    kept = 0
+    for q in range(n_open):
+        j = ids[q]
+        if not math.isnan(end_time[j]):
+            b0 = b0 + end_time[j] - arrival[j]
+            b1 = b1 + gpu_min[j]
+            b2 = b2 + gpu_after[j]
+        else:
+            ids[kept] = j
+            kept += 1
+            s0 += now - arrival[j]
+            s1 += gpu_min[j]
+            s2 += gpu_after[j]
+    return kept, b0, b1, b2, s0, s1, s2
+
+
+def held_minutes(now: float, ids: Sequence[int] | np.ndarray, n_run: int,
+                 gpus: Sequence[int] | np.ndarray, phase: Sequence[int] | np.ndarray,
+                 phase_start: Floats) -> float:
+    """GPU-minutes the running jobs ids[:n_run] (by start) have held in their current phase,
+    not yet charged to their gpu_minutes."""
+    held = 0.0
+    for q in range(n_run):
+        j = ids[q]
+        if phase[j] != 0:
+            held += gpus[j] * (now - phase_start[j])
+    return held
+
+
+def integrals(booked: Triple, open_sums: Triple, held: float) -> Triple:
+    """The three integrals: the ended jobs' share, plus the open ones' (and the held phases')."""
+    return (booked[0] + open_sums[0], booked[1] + open_sums[1] + held,
+            booked[2] + open_sums[2])
+
+
+def step_terms(now: Triple, last: Triple, wasted: float, lost: float, false_stops: float,
+               scale: float) -> Terms:
+    """The terms of a step in `RewardTerms` order: the integrals' growth since the last decision
+    and the waste charged, over the time scale; the stops' quality lost and false stops."""
+    return ((now[0] - last[0]) / scale, (now[1] - last[1]) / scale, wasted / scale, lost,
+            false_stops)
+
+
+def weighted_reward(weights: Sequence[float] | np.ndarray, terms: Terms) -> float:
+    """Minus the weighted sum of the terms (weights in `RewardTerms` order)."""
+    return -(weights[0] * terms[0] + weights[1] * terms[1] + weights[2] * terms[2]
+             + weights[3] * terms[3] + weights[4] * terms[4])
 
 
 def segment_waste(target: float, eval_index: int, target_work: float, work: float,
@@ -123,15 +223,12 @@ def segment_waste(target: float, eval_index: int, target_work: float, work: floa
     return gpus * minutes
 
 
-def quality_lost(job: Job) -> float:
-    """Best true score over the schedule minus the true score of the kept checkpoint (0 if none)."""
-    if len(job.eval_true) == 0:
+def stop_quality_lost(points: Floats, truth: Floats, scores: Floats, progress: Floats) -> float:
+    """What a stop gives up: the best true score over the schedule (eval points `points`, true
+    scores `truth`) minus the true score of the checkpoint kept, the first best of the observed
+    `scores` (taken at `progress`); 0 when kept is none. 0 for a job with no eval points."""
+    if len(truth) == 0:
         return 0.0
-    best = job.best_checkpoint()
-    kept = job.true_score_at(best[1]) if best is not None else 0.0
-    return lost_quality(float(np.max(job.eval_true)), kept)
-
-
-def lost_quality(best_true: float, kept_true: float) -> float:
-    """What a stop gives up: the schedule's best true score minus the kept checkpoint's."""
-    return best_true - kept_true
+    best = best_eval(scores, 0, -1)
+    kept = true_score_at(points, truth, progress[best]) if best >= 0 else 0.0
+    return np.max(truth) - kept

@@ -61,7 +61,7 @@ def source_digest(path: str) -> str:
     if Path(path).resolve().parent == SIM_DIR:
         sources = sorted(SIM_DIR.glob("*.py"))
     elif Path(path).resolve().is_relative_to(PACKAGE_DIR):   # compiled code beside the engine
-        # (env/compiled_batch.py) links the engine's functions and its neighbours' formulas in
+        # (env/batch_step.py) links the engine's functions and its neighbours' formulas in
         sources = sorted({*SIM_DIR.glob("*.py"), *Path(path).resolve().parent.glob("*.py")})
     digest = hashlib.sha256()
     for source in sources:

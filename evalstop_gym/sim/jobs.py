@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .checkpoint import best_eval, true_score_at
 from .curves import exp_loss
 from .pace import progress_between, work_at
 
@@ -141,15 +142,17 @@ class Job:
 
     def true_score_at(self, progress: float) -> float:
         """Noiseless eval score of the checkpoint taken at `progress` (one of the eval points)."""
-        return float(self.eval_true[int(np.argmin(np.abs(self.eval_points - progress)))])
+        return float(true_score_at(self.eval_points, self.eval_true, progress))
 
     def best_checkpoint(self) -> tuple[float, float] | None:
         """(score, progress) of the best eval observed so far: what stop-and-save keeps."""
-        best = None
-        for o in self.observations:
-            if o.score is not None and (best is None or o.score > best[0]):
-                best = (o.score, o.progress)
-        return best
+        evals = self.observed_evals()
+        best = best_eval([score for score, _ in evals])
+        return evals[best] if best >= 0 else None
+
+    def observed_evals(self) -> list[tuple[float, float]]:
+        """(score, progress) of each eval observed so far (milestones carry none), in order."""
+        return [(o.score, o.progress) for o in self.observations if o.score is not None]
 
     @property
     def planned_gpu_minutes(self) -> float:

@@ -14,7 +14,7 @@ results; `tests/test_native.py` compares the two engines run for run.
 The loop is resumable: `advance` runs it from a `LoopState` (what `Cluster` keeps between two
 `next_decision` calls) and, under `rules.RULE_AGENT`, returns at each check of a monitored job
 type for an agent's answer, re-entering at the code after `decide`. `run` calls it once to the
-end (the built-in policies); `env/compiled_batch.py` calls it per decision for N clusters.
+end (the built-in policies); `env/batch_step.py` calls it per decision for N clusters.
 
 Written for numba (`jit.py` says where its cache lives); without it the same functions run as
 plain Python (slowly), which keeps them debuggable with pdb. The loop's bookkeeping stays inline
@@ -79,6 +79,7 @@ from .kernel_layout import (
     LoopState,
     Outcome,
     Platform,
+    Scratch,
     new_loop,
     scratch,
     setup,
@@ -103,7 +104,7 @@ from .transitions import CHECK, COMPLETE, STOP
 __all__ = ["COMPLETED", "DECISION", "ERR_GPUS", "ERR_LEFT_WAITING", "ERR_PAST", "F_ANSWER",
            "F_NOW", "N_FLOAT_SLOTS", "N_INT_SLOTS", "OK", "ROOM", "RULE_AGENT", "S_FREE", "S_N",
            "S_N_CONT", "S_N_RUN", "S_N_WAIT", "S_PENDING", "S_POPPED", "STOPPED", "Jobs",
-           "LoopState", "Outcome", "Platform", "advance", "decide", "decline_critical",
+           "LoopState", "Outcome", "Platform", "Scratch", "advance", "decide", "decline_critical",
            "decline_evidence", "new_loop", "passed", "rank_of", "reported", "run", "scratch",
            "setup", "with_room"]
 
