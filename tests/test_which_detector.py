@@ -160,26 +160,28 @@ def test_a_recording_oracle_never_stops_and_keeps_each_jobs_peak() -> None:
 def test_an_interrupted_study_resumes_with_the_same_rows(quick, tmp_path, monkeypatch) -> None:
     """Ctrl-C after four simulated runs: those four are saved, the command exits 130; the same
     command again runs only the rest and writes the rows an uninterrupted study wrote."""
-    reference, _ = quick
-    real, calls = wd.sim_row, []
+    from evalstop_gym.benchmarks.sweep import runner
 
-    def interrupted(*args, **kwargs):
+    reference, _ = quick
+    real, calls = runner.run_one, []
+
+    def interrupted(spec):
         if len(calls) == 4:
             raise KeyboardInterrupt
-        calls.append(args)
-        return real(*args, **kwargs)
+        calls.append((spec.experiment, spec.seed))
+        return real(spec)
 
     argv = ["--quick", "--seeds", "1", "--detectors", "TrendTest-0.05", "--out", str(tmp_path)]
-    monkeypatch.setattr(wd, "sim_row", interrupted)
+    monkeypatch.setattr(runner, "run_one", interrupted)
     assert wd.main(argv) == 130
-    assert len(list((tmp_path / "runs").glob("*.json"))) == 4
+    assert len(list((tmp_path / "runs").glob("*/runs/*.json"))) == 4
     assert not (tmp_path / "simulated.csv").exists()
     resumed = []
-    monkeypatch.setattr(wd, "sim_row", lambda *a, **k: resumed.append(a) or real(*a, **k))
+    monkeypatch.setattr(runner, "run_one",
+                        lambda spec: resumed.append((spec.experiment, spec.seed)) or real(spec))
     assert wd.main(argv) == 0
-    total = len(study.NOISES) * len(study.DENSITIES) * 2
-    assert len(resumed) == total - 4
-    assert not {a[:4] for a in resumed} & {a[:4] for a in calls}
+    assert len(resumed) == len(study.NOISES) * len(study.DENSITIES) - 4
+    assert not set(resumed) & set(calls)
     for name in ("simulated.csv", "oracle_jobs.csv", "summary.csv"):
         assert (tmp_path / name).read_bytes() == (reference / name).read_bytes(), name
 

@@ -4,8 +4,8 @@
         [--detectors NAME ... | FILE.py:Class-ARGS ...] [--beyond BEYOND.md] [--quick]
 
 (or `python -m evalstop_gym.benchmarks.detectors.which_detector`, the same options). Each
-finished simulated run is saved in `--out`/runs as it ends: stopped (Ctrl-C), the same command
-resumes. Your own detector gets its row beside the built-ins and the oracle with
+finished simulated run is saved in `--out`/runs/<task> as it ends: stopped (Ctrl-C), the same
+command resumes. Your own detector gets its row beside the built-ins and the oracle with
 `evalstop-bench which-detector --detectors mine.py:Mine-ARGS TrendTest-0.05 --out DIR`.
 
 Simulated: E2 (SRTF-Est base) at eval noise sigma 0.05 (Gaussian) and under AR(1) rho 0.5 sigma
@@ -19,72 +19,74 @@ that learn from runs; `benchmarks.corpus.scoring`), and the share a detector sto
 public training runs (`traces.public_runs`), each replayed alone at each density, on the design
 half and the test half (`corpus.public_scoring`). The recommendation and its budgets:
 `which_study`. `--beyond` replaces the section between BEYOND.md's markers.
+
+A view of the scoring machinery (`benchmarks.scoring`), as `evalstop-bench score` is: each
+simulated cell is a scoring task, run through the sweep runner (each run saved as it ends, keyed
+by what it depends on) and measured from its job records; the oracle's runs are the same probe
+runs the score's references are measured with; real runs are judged through `online.RunMonitor`.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from evalstop_gym.policies import ComposedPolicy, PolicyNameError, SRTFEst, make_detector
-from evalstop_gym.sim.protocols import capabilities
-from evalstop_gym.simulate import resolve_config, simulate
+from evalstop_gym.policies import PolicyNameError, make_detector
 from evalstop_gym.traces.corpus import FAMILIES, load_family
 from evalstop_gym.traces.public_runs import load_public
 
 from .. import sections
 from ..corpus.public_scoring import score_public
 from ..corpus.scoring import score_run
-from ..durable import write_csv, write_json, write_text
+from ..durable import write_csv, write_text
+from ..scoring.measures import job_measures
+from ..scoring.probes import run_probes
+from ..scoring.tasks import run_tasks
+from ..sweep.runner import DEFAULT_OPTIONS
 from ..usage import UsageError
-from .oracle import BayesOracle
+from .oracle import oracle_peaks
 from .trend_cost import trend_cost
 from .which_public import draw_public, public_lines
 from .which_study import (
+    BASE,
     DENSITIES,
     DETECTORS,
     END,
     NOISES,
-    ORACLE,
     ORACLE_FPR,
     SEEDS,
     START,
     pct,
+    study_tasks,
 )
 from .which_summary import recommendation_lines, summarise
 
 log = logging.getLogger(__name__)
 PROG = "evalstop-bench which-detector"
+SIM_COLUMNS = ("detector", "noise", "density", "seed", "recall", "recall_early", "fpr",
+               "fpr_monitored", "gpu_min_saved")
 
 
-def sim_row(detector: str, noise: str, density: str, seed: int,
-            overrides: Mapping[str, object]) -> dict[str, object]:
-    """One simulated E2 run of `detector` over SRTF-Est."""
-    config = resolve_config("e2", {**NOISES[noise], "evals.interval": DENSITIES[density],
-                                   **overrides})
-    det = BayesOracle(config, threshold=None) if detector == ORACLE else make_detector(detector)
-    if det is None:
-        raise ValueError(f"detector {detector!r}: expected a detector name, not 'none'")
-    result = simulate(config, ComposedPolicy(det, SRTFEst()), seed)
-    if isinstance(det, BayesOracle):   # its peak posteriors, to match any detector's FPR
-        return {"detector": detector, "noise": noise, "density": density, "seed": seed,
-                "jobs": [{"is_hacking": r["is_hacking"], "peak": det.peaks[r["job_id"]][0],
-                          "peak_early": det.peaks[r["job_id"]][1]}
-                         for r in result.records if r["job_id"] in det.peaks]}
-    m = result.metrics
-    types = capabilities(det).types
-    healthy = [r for r in result.records if not r["is_hacking"] and r["job_type"] in types]
-    return {"detector": detector, "noise": noise, "density": density, "seed": seed,
-            "recall": m["recall"], "recall_early": m["recall_early"], "fpr": m["fpr"],
-            "fpr_monitored": np.mean([r["stopped"] for r in healthy]) if healthy else np.nan,
-            "gpu_min_saved": sum(r["saved_gpu_minutes"] for r in result.records)}
+def simulated_rows(detectors: Sequence[str], seeds: Sequence[int], out: Path, n_jobs: int,
+                   overrides: Mapping[str, object]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(each detector's E2 runs over SRTF-Est, the oracle's RLHF jobs with their peak
+    posteriors), one row per run and per job, in noise, density, detector, seed order: the
+    study's cells run as scoring tasks, saved in `out` as they end and reused while nothing
+    they depend on changed."""
+    tasks = study_tasks(dict(overrides))
+    cell = {task.id: {"noise": noise, "density": density}
+            for (noise, density), task in tasks.items()}
+    done = run_tasks(list(tasks.values()), BASE, seeds, detectors, out, n_jobs, DEFAULT_OPTIONS)
+    runs = job_measures(done.runs, done.jobs).rename(columns={"policy": "detector"})
+    runs = pd.concat([runs, pd.DataFrame(list(runs["task"].map(cell)))], axis=1)
+    peaks = run_probes(oracle_peaks, list(tasks.values()), BASE, seeds, out, n_jobs)
+    oracle = pd.concat([pd.DataFrame(list(peaks["task"].map(cell))), peaks], axis=1)
+    return (runs[list(SIM_COLUMNS)],
+            oracle[["noise", "density", "seed", "is_hacking", "peak", "peak_early"]])
 
 
 def corpus_rows(detectors: Sequence[str], max_runs: int | None) -> pd.DataFrame:
@@ -103,70 +105,13 @@ def corpus_rows(detectors: Sequence[str], max_runs: int | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def task_digest(task: tuple[str, str, str, int], overrides: Mapping[str, object]) -> str:
-    """What a simulated run depends on: its cell, the overrides, the simulator's and policies'
-    code, and the source of a user's detector (`FILE.py:Name-ARGS`), as a sweep's key has it."""
-    from evalstop_gym.policies.registry import user_sources
-
-    from ..sweep.runner import code_digest
-
-    key = json.dumps({"task": list(task), "overrides": dict(overrides), "code": code_digest(),
-                      "user": user_sources([task[0]])}, sort_keys=True, default=str)
-    return hashlib.sha256(key.encode()).hexdigest()[:24]
-
-
-def sim_saved(task: tuple[str, str, str, int], overrides: Mapping[str, object],
-              path: Path | None, digest: str) -> dict[str, object]:
-    """`sim_row`, its file written (atomically) by the worker the moment the run ends, so an
-    interrupted study loses no finished run."""
-    from ..sweep.runner import json_default
-
-    row = sim_row(*task, overrides)
-    if path is not None:
-        write_json(path, {"digest": digest, "row": row}, default=json_default)
-    return row
-
-
-def saved_row(path: Path, digest: str) -> dict[str, object] | None:
-    """A saved run's row, if it was made from the same `digest`."""
-    from ..sweep.runner import read_run
-
-    payload = read_run(path)
-    return payload["row"] if isinstance(payload, dict) and payload.get("digest") == digest \
-        else None
-
-
-def measure(detectors: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
+def measure(detectors: Sequence[str], seeds: Sequence[int], out: Path, n_jobs: int = 1,
             overrides: Mapping[str, object] | None = None, corpus_runs: int | None = None,
-            public_runs: int | None = None,
-            out: Path | None = None) -> tuple[pd.DataFrame, ...]:
+            public_runs: int | None = None) -> tuple[pd.DataFrame, ...]:
     """(simulated rows, corpus rows, the oracle's RLHF jobs with their peak posteriors, public
-    run rows): every run, with a progress bar, seeds in parallel. With `out`, each simulated run
-    is saved in `out/runs/` as it ends and reused while nothing it depends on changed."""
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
-
-    overrides = dict(overrides or {})
-    tasks = [(d, n, dens, s) for n in NOISES for dens in DENSITIES
-             for d in [*detectors, ORACLE] for s in seeds]
-    digests = [task_digest(t, overrides) for t in tasks]
-    runs = out / "runs" if out is not None else None
-    paths = [runs / f"{d}.json" if runs is not None else None for d in digests]
-    rows: list[dict[str, object] | None] = [
-        saved_row(p, d) if p is not None else None for p, d in zip(paths, digests, strict=True)]
-    todo = [i for i, r in enumerate(rows) if r is None]
-    if runs is not None:
-        runs.mkdir(parents=True, exist_ok=True)
-    with tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="simulated runs") as bar:
-        run = Parallel(n_jobs=n_jobs, return_as="generator")(
-            delayed(sim_saved)(tasks[i], overrides, paths[i], digests[i]) for i in todo)
-        for i, row in zip(todo, run, strict=True):
-            rows[i] = row
-            bar.update()
-    done = [r for r in rows if r is not None]
-    sim = pd.DataFrame([r for r in done if "jobs" not in r])
-    oracle = pd.DataFrame([{**{k: r[k] for k in ("noise", "density", "seed")}, **job}
-                           for r in done if "jobs" in r for job in r["jobs"]])  # type: ignore[attr-defined]
+    run rows): every run, with progress bars, seeds in parallel; each simulated run saved in
+    `out/runs/` as it ends."""
+    sim, oracle = simulated_rows(detectors, seeds, out / "runs", n_jobs, overrides or {})
     log.info("scoring the corpus's healthy runs")
     corpus = corpus_rows(detectors, corpus_runs)
     log.info("scoring the public runs")
@@ -267,9 +212,9 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
     overrides = {"workload.n_jobs": 40} if args.quick else {}
     corpus_runs = 3 if args.quick else None
     try:
-        sim, corpus, oracle, public = measure(args.detectors, args.seeds, args.n_jobs,
-                                              overrides, corpus_runs, 8 if args.quick else None,
-                                              out=args.out)
+        sim, corpus, oracle, public = measure(args.detectors, args.seeds, args.out,
+                                              args.n_jobs, overrides, corpus_runs,
+                                              8 if args.quick else None)
     except KeyboardInterrupt:
         stop_workers()
         log.warning("interrupted: the finished runs are saved in %s; the same command resumes",

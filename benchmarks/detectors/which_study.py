@@ -12,10 +12,12 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import sections
+from ..scoring.tasks import Task
 
 DETECTORS = ("EvalStop-2", "Patience-3", "BOCPD-0.5", "DeclineTest-0.05", "TrendTest-0.05",
              "PeerPrior-0.05", "MaterialDecline-0.05", "MaterialDecline-0.02")
 ORACLE = "Oracle"
+BASE = "SRTF-Est"
 DENSITIES = {"5%": 0.05, "10%": 0.10, "15%": 0.15, "native": 1.0 / 60.0}
 NOISES = {"gauss": {"noise.model": "gaussian", "noise.sigma": 0.05},
           "ar1": {"noise.model": "ar1", "noise.rho": 0.5, "noise.sigma": 0.10},
@@ -37,6 +39,15 @@ PUBLIC_COLUMNS = ("design_recall", "design_false_stops", "test_recall", "test_fa
 # as the default that a lone run, or a group of unlike runs, gets without asking.
 PEER_BUDGET = ("PeerPrior",)
 START, END = sections.markers(sections.WHICH_DETECTOR)
+
+
+def study_tasks(overrides: dict[str, object]) -> dict[tuple[str, str], Task]:
+    """The simulated cells as scoring tasks, by (noise, density): E2 at each noise and eval
+    density, with `overrides` (the quick run's fewer jobs) on top."""
+    return {(noise, density): Task(f"e2-{noise}-{density.rstrip('%')}", "e2",
+                                   {**NOISES[noise], "evals.interval": DENSITIES[density],
+                                    **overrides})
+            for noise in NOISES for density in DENSITIES}
 
 
 def pct(x: float) -> str:
