@@ -11,7 +11,10 @@ import pytest
 
 from evalstop_gym.benchmarks import sections
 from evalstop_gym.benchmarks.detectors import which_detector as wd
+from evalstop_gym.benchmarks.detectors import which_study as study
+from evalstop_gym.benchmarks.detectors import which_summary as ws
 from evalstop_gym.benchmarks.detectors.oracle import BayesOracle
+from evalstop_gym.benchmarks.detectors.trend_cost import trend_cost
 from evalstop_gym.policies import DETECTORS, ComposedPolicy, PolicyNameError, SRTFEst, make_detector
 from evalstop_gym.simulate import resolve_config, simulate
 
@@ -33,13 +36,13 @@ def test_the_quick_run_renders_one_table_per_density(quick) -> None:
     out, _ = quick
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary.density) == set(wd.DENSITIES)
-    assert set(summary.detector) == {"TrendTest-0.05", wd.ORACLE}
+    assert set(summary.detector) == {"TrendTest-0.05", study.ORACLE}
     section = (out / "which_detector.md").read_text()
     assert section.startswith(wd.START + "\n## Which detector?")
     assert section.count("| detector | recall | early |") == len(wd.DENSITIES)
     assert section.count("| TrendTest-0.05 |") == 2 * len(wd.DENSITIES)   # and the public table
     assert "**Default** (`DEFAULT_DETECTOR`" in section
-    oracle = summary[summary.detector == wd.ORACLE]
+    oracle = summary[summary.detector == study.ORACLE]
     assert (oracle.share_of_oracle.dropna() == 1.0).all()
 
 
@@ -61,7 +64,7 @@ def test_the_recommendation_needs_safety_at_every_density() -> None:
                   "corpus_false_stops": 0.05 if density == "15%" else 0.0, **SAFE},
                  {"density": density, "detector": "B", "recall": 0.7, "ar1_fpr": 0.01,
                   "corpus_false_stops": 0.0, **SAFE}]
-    name, why = wd.recommend(pd.DataFrame(rows))
+    name, why = ws.recommend(pd.DataFrame(rows))
     assert name == "B" and "70.0%" in why
 
 
@@ -99,7 +102,7 @@ def test_regenerating_beyond_keeps_the_which_detector_section(tmp_path):
 
 def test_trend_cost_reports_calibration_and_per_eval_cost() -> None:
     """--trend-cost's table: one row per size, the calibration from cold and the live updates."""
-    cost = wd.trend_cost((40,))
+    cost = trend_cost((40,))
     assert list(cost.evals) == [40]
     assert (cost[["calibration_s", "calibration_peak_mb", "us_per_eval", "monitor_peak_mb"]]
             > 0).all(axis=None)
@@ -113,9 +116,9 @@ def test_a_detector_whose_budget_rests_on_peers_is_never_the_default() -> None:
                  {"density": density, "detector": "TrendTest-0.05", "recall": 0.7,
                   "ar1_fpr": 0.01, "corpus_false_stops": 0.0, **SAFE}]
     summary = pd.DataFrame(rows)
-    assert wd.recommend(summary)[0] == "PeerPrior-0.05"
-    assert wd.recommend(summary, alone=True)[0] == "TrendTest-0.05"
-    default, _, grouped = wd.recommendation_lines(summary)
+    assert ws.recommend(summary)[0] == "PeerPrior-0.05"
+    assert ws.recommend(summary, alone=True)[0] == "TrendTest-0.05"
+    default, _, grouped = ws.recommendation_lines(summary)
     assert "`TrendTest-0.05`" in default and "`PeerPrior-0.05`" in grouped
 
 
@@ -157,26 +160,28 @@ def test_a_recording_oracle_never_stops_and_keeps_each_jobs_peak() -> None:
 def test_an_interrupted_study_resumes_with_the_same_rows(quick, tmp_path, monkeypatch) -> None:
     """Ctrl-C after four simulated runs: those four are saved, the command exits 130; the same
     command again runs only the rest and writes the rows an uninterrupted study wrote."""
-    reference, _ = quick
-    real, calls = wd.sim_row, []
+    from evalstop_gym.benchmarks.sweep import runner
 
-    def interrupted(*args, **kwargs):
+    reference, _ = quick
+    real, calls = runner.run_one, []
+
+    def interrupted(spec):
         if len(calls) == 4:
             raise KeyboardInterrupt
-        calls.append(args)
-        return real(*args, **kwargs)
+        calls.append((spec.experiment, spec.seed))
+        return real(spec)
 
     argv = ["--quick", "--seeds", "1", "--detectors", "TrendTest-0.05", "--out", str(tmp_path)]
-    monkeypatch.setattr(wd, "sim_row", interrupted)
+    monkeypatch.setattr(runner, "run_one", interrupted)
     assert wd.main(argv) == 130
-    assert len(list((tmp_path / "runs").glob("*.json"))) == 4
+    assert len(list((tmp_path / "runs").glob("*/runs/*.json"))) == 4
     assert not (tmp_path / "simulated.csv").exists()
     resumed = []
-    monkeypatch.setattr(wd, "sim_row", lambda *a, **k: resumed.append(a) or real(*a, **k))
+    monkeypatch.setattr(runner, "run_one",
+                        lambda spec: resumed.append((spec.experiment, spec.seed)) or real(spec))
     assert wd.main(argv) == 0
-    total = len(wd.NOISES) * len(wd.DENSITIES) * 2
-    assert len(resumed) == total - 4
-    assert not {a[:4] for a in resumed} & {a[:4] for a in calls}
+    assert len(resumed) == len(study.NOISES) * len(study.DENSITIES) - 4
+    assert not set(resumed) & set(calls)
     for name in ("simulated.csv", "oracle_jobs.csv", "summary.csv"):
         assert (tmp_path / name).read_bytes() == (reference / name).read_bytes(), name
 
@@ -185,7 +190,7 @@ def test_the_quick_run_judges_public_runs_and_draws_them(quick) -> None:
     out, beyond = quick
     summary = pd.read_csv(out / "summary.csv")
     row = summary[summary.detector == "TrendTest-0.05"]
-    assert set(wd.PUBLIC_COLUMNS) <= set(summary.columns)
+    assert set(study.PUBLIC_COLUMNS) <= set(summary.columns)
     assert row[["design_recall", "design_false_stops"]].notna().any(axis=None)
     section = (out / "which_detector.md").read_text()
     assert "### Real public runs" in section and section.count("| TrendTest-0.05 | ") >= 8
@@ -205,7 +210,7 @@ def test_the_default_is_named_by_real_runs_within_every_budget() -> None:
                   "fpr": 0.02},
                  {**base, "detector": "Real-1", "recall": 0.6, "design_recall": 0.8},
                  {**base, "detector": "Sim-1", "recall": 0.9, "design_recall": 0.5}]
-    name, why = wd.recommend(pd.DataFrame(rows), alone=True)
+    name, why = ws.recommend(pd.DataFrame(rows), alone=True)
     assert name == "Real-1" and "80.0%" in why
 
 
@@ -213,10 +218,10 @@ def test_the_default_is_held_to_its_targets_met_or_missed_by_number() -> None:
     """Each target is reported with the measured number and met or missed: a recall just under
     its target is missed, false stops at the budget are met."""
     rows = [{"density": d, "detector": "Real-1", "test_recall": target - 0.01 * (d == "15%"),
-             "test_false_stops": wd.MAX_PUBLIC_FALSE_STOPS, "recall": wd.E2_RECALL_PROMISE}
-            for d, target in wd.RECALL_TARGETS.items()]
-    text = " ".join(wd.target_lines(pd.DataFrame(rows), "Real-1"))
+             "test_false_stops": study.MAX_PUBLIC_FALSE_STOPS, "recall": study.E2_RECALL_PROMISE}
+            for d, target in study.RECALL_TARGETS.items()]
+    text = " ".join(ws.target_lines(pd.DataFrame(rows), "Real-1"))
     assert "test recall at 15% >= 50.0%: 49.0% (missed)" in text
     assert "test recall at native >= 70.0%: 70.0% (met)" in text
     assert text.count("(met)") == 8 and text.count("(missed)") == 1
-    assert wd.target_lines(pd.DataFrame(rows).drop(columns="test_recall"), "Real-1") == []
+    assert ws.target_lines(pd.DataFrame(rows).drop(columns="test_recall"), "Real-1") == []

@@ -20,27 +20,20 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from evalstop_gym.policies import make_detector
 from evalstop_gym.sim.fall import fall_since_best
 from evalstop_gym.traces.public_runs import PublicRun, load_public
 
-from .scoring import DENSITIES, eval_index, first_stop, view
+from .scoring import DENSITIES, end_peers, eval_index, first_stop, monitor_group
 
 
 def score_public_run(name: str, run: PublicRun, interval: float | None,
                      peers: Sequence[PublicRun] = ()) -> dict[str, object]:
     """One run replayed at one density, after `peers` (at the same density) have ended."""
-    detector = make_detector(name)
-    if detector is None:
-        raise ValueError(f"detector {name!r} stops nothing; name a detector")
-    detector.reset()
-    for peer in peers:
-        peer_run = peer.as_corpus_run()
-        pidx = eval_index(peer_run, interval)
-        detector.on_job_end(view(peer_run, pidx, len(pidx), state="completed"))
+    group = monitor_group(name, "name a detector")
+    end_peers(group, [peer.as_corpus_run() for peer in peers], interval)
     corpus_run = run.as_corpus_run()
     idx = eval_index(corpus_run, interval)
-    at = first_stop(detector, corpus_run, idx)
+    at = first_stop(group, corpus_run, idx)
     s = run.eval_score[idx]
     n = len(idx) if at is None else at
     whole, seen = fall_since_best(s), fall_since_best(s[:n])   # over the run; up to the stop

@@ -7,6 +7,10 @@ runs with replacement (those are e9's, `configs/e9.yaml`). A density keeps the r
 progress 5%, 10%, 15% (`sim.workload.eval_points`, final eval included) or all of them
 ("native").
 
+Each run is judged as a user's run is: its kept evals fed one by one to an `online.RunMonitor`
+made by a `MonitorGroup` (the finished peers are the group's ended runs), so this study and
+`replay` ask the detector the same question from the same view (`online.run_view`).
+
 Scores per run: stopped (at any eval), stopped before its last eval, and the share of the gain
 lost to the stop: the test score of the checkpoint that stop-and-save keeps (the best eval so
 far) against the one kept without a stop, over that one's gain since the first eval (signed:
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalstop_gym.online import MonitorGroup, RunMonitor
 from evalstop_gym.policies import make_detector
-from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 from evalstop_gym.sim.workload import eval_points
 from evalstop_gym.traces.corpus import FAMILIES, CorpusRun, at_progress, corpus_file, load_family
 
@@ -33,7 +38,6 @@ from ..durable import write_csv, write_json
 from ..sweep.runner import code_digest
 
 DENSITIES: dict[str, float | None] = {"native": None, "5%": 0.05, "10%": 0.10, "15%": 0.15}
-CLUSTER = ClusterView(now=0.0, total_gpus=1, free_gpus=0, n_waiting=0, n_running=1)
 
 
 def eval_index(run: CorpusRun, interval: float | None) -> np.ndarray:
@@ -43,25 +47,41 @@ def eval_index(run: CorpusRun, interval: float | None) -> np.ndarray:
     return np.unique(at_progress(run, eval_points(interval, final=True)))
 
 
-def view(run: CorpusRun, idx: np.ndarray, n: int, state: str = "running") -> SchedulerJobView:
-    """The run after the first `n` kept evals, as a scheduler would see it (type rlhf, so every
-    detector monitors it)."""
-    keep = idx[:n]
-    progress = tuple(float(p) for p in run.steps[keep] / run.max_steps)
-    return SchedulerJobView(
-        job_id=0, tenant=0, job_type="rlhf", gpus=1, arrival_time=0.0, state=state,
-        progress=progress[-1], loss=float(run.loss[keep[-1]]), eval_progress=progress,
-        eval_scores=tuple(float(s) for s in run.eval_score[keep]),
-        loss_history=tuple(float(x) for x in run.loss[keep]), duration_estimate=1.0,
-        attained_minutes=0.0, n_preemptions=0)
+def monitor_group(name: str, what: str) -> MonitorGroup:
+    """A fresh group judging runs with the detector `name`, as users' runs are judged
+    (`online.MonitorGroup`); `what` ends the one-line error for a name that stops nothing."""
+    detector = make_detector(name)
+    if detector is None:
+        raise ValueError(f"detector {name!r} stops nothing; {what}")
+    return MonitorGroup(detector)
 
 
-def first_stop(detector, run: CorpusRun, idx: np.ndarray) -> int | None:
-    """How many kept evals the run had when the detector stopped it; None: never."""
-    for n in range(1, len(idx) + 1):
-        if detector.decide(view(run, idx, n), CLUSTER).stop:
+def feed(monitor: RunMonitor, run: CorpusRun, idx: np.ndarray, decide: bool) -> int | None:
+    """The run's kept evals into `monitor` (a loss the run did not log is not given), asking
+    the detector at each (`decide`) or only recording them; how many kept evals the run had
+    when the detector stopped it, None: never (or not asked)."""
+    for n, i in enumerate(idx, start=1):
+        loss = float(run.loss[i])
+        given = loss if math.isfinite(loss) else None
+        if not decide:
+            monitor.record(run.steps[i], float(run.eval_score[i]), given)
+        elif monitor.update(run.steps[i], float(run.eval_score[i]), given).stop:
             return n
     return None
+
+
+def end_peers(group: MonitorGroup, peers: Sequence[CorpusRun], interval: float | None) -> None:
+    """Each peer's kept evals recorded and its run reported completed, for the detectors that
+    learn from ended runs."""
+    for peer in peers:
+        monitor = group.monitor(peer.max_steps)
+        feed(monitor, peer, eval_index(peer, interval), decide=False)
+        group.end_run(monitor, completed=True)
+
+
+def first_stop(group: MonitorGroup, run: CorpusRun, idx: np.ndarray) -> int | None:
+    """How many kept evals the run had when the group's detector stopped it; None: never."""
+    return feed(group.monitor(run.max_steps), run, idx, decide=True)
 
 
 def kept_test_score(run: CorpusRun, idx: np.ndarray, n: int) -> float:
@@ -72,15 +92,10 @@ def kept_test_score(run: CorpusRun, idx: np.ndarray, n: int) -> float:
 
 def score_run(name: str, run: CorpusRun, peers: Sequence[CorpusRun],
               interval: float | None) -> dict[str, object]:
-    detector = make_detector(name)
-    if detector is None:
-        raise ValueError(f"detector {name!r} stops nothing; score_run takes a detector's name")
-    detector.reset()
-    for peer in peers:   # finished peers, for the detectors that learn across runs
-        pidx = eval_index(peer, interval)
-        detector.on_job_end(view(peer, pidx, len(pidx), state="completed"))
+    group = monitor_group(name, "score_run takes a detector's name")
+    end_peers(group, peers, interval)   # finished peers, for the detectors that learn across runs
     idx = eval_index(run, interval)
-    at = first_stop(detector, run, idx)
+    at = first_stop(group, run, idx)
     full = kept_test_score(run, idx, len(idx))
     gain = full - float(run.test_score[idx[0]])
     kept = full if at is None else kept_test_score(run, idx, at)

@@ -22,6 +22,7 @@ own later evals), so one run gives the oracle's recall at any false-positive rat
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
@@ -115,3 +116,17 @@ def recall_at_fpr(healthy: np.ndarray, hacking: np.ndarray, fpr: float) -> tuple
     threshold = float(healthy[allowed]) if allowed < len(healthy) else -math.inf
     recall = float(np.mean(hacking > threshold)) if len(hacking) else math.nan
     return threshold, recall
+
+
+def oracle_peaks(config: SimConfig, base: str, seed: int) -> list[dict[str, Any]]:
+    """Each RLHF job of one run with its peak posteriors (over the run, and before the job
+    completed), the oracle watching over `base` and never stopping: a probe for
+    `scoring.probes.run_probes`."""
+    from evalstop_gym.policies import ComposedPolicy, make_base
+    from evalstop_gym.simulate import simulate
+
+    oracle = BayesOracle(config, threshold=None)
+    result = simulate(config, ComposedPolicy(oracle, make_base(base)), seed)
+    return [{"is_hacking": bool(r["is_hacking"]), "peak": oracle.peaks[r["job_id"]][0],
+             "peak_early": oracle.peaks[r["job_id"]][1]}
+            for r in result.records if r["job_id"] in oracle.peaks]

@@ -1,12 +1,14 @@
 """Learned stop policies over many training seeds, reported as rliable recommends.
 
 Trains PPO (and DQN with `--algos ppo dqn`) on the batched vector env (`evalstop-bench train
---num-envs`'s path) once per training seed, scores every model on the held-out evaluation seeds
-through the single env as `train.evaluate` does, and scores the heuristic detectors on the same
-seeds. Per metric (recall, FPR, JCT, wasted compute) it reports the interquartile mean (IQM,
-`scipy.stats.trim_mean(x, 0.25)`) over the score matrix of training seeds x evaluation seeds and a
-95% percentile CI from a stratified bootstrap (`scipy.stats.bootstrap`, resampling training seeds
-within each evaluation seed: rliable's protocol with evaluation seeds as its tasks). A heuristic
+--num-envs`'s path) once per training seed, saves every model, and scores each (a `model:`
+policy) and the heuristic detectors on the held-out evaluation seeds through the scoring
+machinery `evalstop-bench score` runs (`scoring.tasks`: the sweep runner, each run saved as it
+ends; a `model:` cell decides as the model does through the env). Per metric (recall, FPR,
+JCT, wasted compute) it reports the interquartile mean (IQM, `scipy.stats.trim_mean(x, 0.25)`)
+over the score matrix of training seeds x evaluation seeds and a 95% percentile CI from a
+stratified bootstrap (`analysis.iqm`, as `score` aggregates: training seeds resampled within
+each evaluation seed, rliable's protocol with evaluation seeds as its tasks). A heuristic
 has one "run", so its CI resamples the evaluation seeds. Writes runs.csv (one row per policy,
 training seed and evaluation seed), summary.csv, summary.md and learned_seeds.{png,pdf} (IQM and
 CI per metric) into --out; `--beyond BEYOND.md` also writes the section into BEYOND.md (between its
@@ -28,13 +30,15 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from evalstop_gym.env.batch_core import MAX_ENVS
-from evalstop_gym.experiment import PAPER_SEEDS
+from evalstop_gym.experiment import PAPER_SEEDS, load_experiment
 from evalstop_gym.online import DEFAULT_DETECTOR
 
 from .. import durable, sections
 from ..analysis.iqm import iqm_ci
 from ..analysis.tables import to_markdown
-from ..usage import UsageError, check_output
+from ..scoring.tasks import Task, run_tasks
+from ..sweep.runner import DEFAULT_OPTIONS
+from ..usage import UsageError, check_output, parse_overrides
 from . import train
 
 if TYPE_CHECKING:
@@ -95,27 +99,42 @@ def check_args(args: argparse.Namespace) -> None:
     train.baseline_actors(run_args(args, "ppo", args.first_seed))
     try:   # a bad --config, --set or base scheduler fails before any training
         gym.make(train.ENV_ID, **train.env_kwargs(run_args(args, "ppo", 0))).close()
+        load_experiment(args.config)
     except ValueError as exc:
         raise UsageError(" ".join(str(exc).split())) from None
 
 
 def score_runs(args: argparse.Namespace) -> pd.DataFrame:
-    """One row per policy, training seed (-1 for a heuristic) and evaluation seed."""
+    """One row per policy, training seed (-1 for a heuristic) and evaluation seed: each model
+    saved into `--out`/models, then every model and heuristic scored on the evaluation seeds as
+    a scoring task (`scoring.tasks`, the machinery `evalstop-bench score` runs), each run saved
+    in `--out`/runs as it ends."""
     import torch
 
+    from evalstop_gym.policies.learned import save_detector_model
+    from evalstop_gym.policies.user_code import MODEL_PREFIX
+
     torch.set_num_threads(1)
-    frames = []
+    out = Path(args.out)
+    (out / "models").mkdir(parents=True, exist_ok=True)
+    shown: dict[str, tuple[str, int]] = {}   # policy as scored -> (name in the report, seed)
     runs = [(algo, args.first_seed + 1000 * k) for algo in args.algos for k in range(args.seeds)]
     for algo, seed in tqdm(runs, desc="training", unit="run", disable=args.no_progress):
         ns = run_args(args, algo, seed)
         torch.manual_seed(seed)
-        model = train.train(ns)
-        for name, rows in train.evaluate_model(ns, model).items():
-            frames.append(pd.DataFrame(rows).assign(policy=name, train_seed=seed))
-    base = run_args(args, "ppo", args.first_seed)
-    for name, rows in train.evaluate_baselines(base).items():
-        frames.append(pd.DataFrame(rows).assign(policy=name, train_seed=-1))
-    return pd.concat(frames, ignore_index=True)
+        path = save_detector_model(train.train(ns), out / "models" / f"{algo}-seed{seed}.zip")
+        shown[f"{MODEL_PREFIX}{path}"] = (f"{algo.upper()} (learned)", seed)
+    for name in args.baselines:
+        shown[name] = (f"{name}+{args.base_scheduler}", -1)
+    done = run_tasks([evaluation_task(args)], args.base_scheduler, args.eval_seeds, list(shown),
+                     out / "runs", 1, DEFAULT_OPTIONS).runs
+    return done.assign(policy=done["policy"].map(lambda p: shown[p][0]),
+                       train_seed=done["policy"].map(lambda p: shown[p][1])).drop(columns="task")
+
+
+def evaluation_task(args: argparse.Namespace) -> Task:
+    """The held-out evaluation as a scoring task: the training config with its --set values."""
+    return Task("learned-seeds", args.config, parse_overrides(args.overrides))
 
 
 def summarise(rows: pd.DataFrame, resamples: int) -> pd.DataFrame:

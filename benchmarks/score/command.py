@@ -25,10 +25,11 @@ import evalstop_gym
 from evalstop_gym.policies.user_code import MODEL_PREFIX
 
 from .. import durable
+from ..scoring.tasks import policy_cell, run_tasks
 from ..sweep.command import add_import_argument, add_isolation_arguments, run_options
 from ..sweep.runner import RunOptions, code_digest, input_digest
 from ..usage import UsageError, check_output
-from . import leaderboard, real, simulated
+from . import leaderboard, real
 from .aggregate import score_record
 from .normalise import normalised
 from .page import PAGE
@@ -79,7 +80,7 @@ def provenance(policy: str, suite: Suite, options: RunOptions) -> dict[str, Any]
     secret = options.private_seeds
     return {"suite": suite.name, "suite_digest": suite.digest,
             "package_version": evalstop_gym.__version__, "code_digest": code_digest(),
-            "policy_digest": input_digest(simulated.policy_cell(policy, suite.base), options),
+            "policy_digest": input_digest(policy_cell(policy, suite.base), options),
             "isolated": options.isolated,
             "private_seeds": secret.fingerprint if secret is not None else None,
             "training": training(policy, suite)}
@@ -91,7 +92,7 @@ TRAINING_KEYS = ("algo", "control", "config", "base_scheduler", "total_timesteps
 
 def training(policy: str, suite: Suite) -> dict[str, Any] | None:
     """How a `model:` policy was trained, from the results.json `train` saves beside it."""
-    detector = simulated.policy_cell(policy, suite.base).detector
+    detector = policy_cell(policy, suite.base).detector
     if not detector.startswith(MODEL_PREFIX):
         return None
     saved = Path(detector[len(MODEL_PREFIX):]).with_name("results.json")
@@ -108,8 +109,8 @@ def real_rows(suite: Suite, policies: Sequence[str], out: Path,
     if options.isolated or not suite.real:
         return pd.DataFrame()
     runs = real.public_runs(suite)
-    rows = [real.real_row(p, simulated.policy_cell(p, suite.base).detector, t, suite, out, runs)
-            for p in policies if real.applies(simulated.policy_cell(p, suite.base).detector)
+    rows = [real.real_row(p, policy_cell(p, suite.base).detector, t, suite, out, runs)
+            for p in policies if real.applies(policy_cell(p, suite.base).detector)
             for t in suite.real]
     return pd.DataFrame(rows)
 
@@ -118,7 +119,8 @@ def score(suite: Suite, policies: Sequence[str], out: Path, workers: int,
           options: RunOptions, label: str | None = None) -> list[dict[str, Any]]:
     """Every policy's score record (or, with `label`, one record of them all), its runs done
     or read back from `out`."""
-    sim = simulated.run_tasks(suite, policies, out, workers, options)
+    sim = run_tasks(suite.simulated, suite.base, suite.seeds, policies, out, workers,
+                    options).runs
     rows = normalised(pd.concat([sim, real_rows(suite, policies, out, options)],
                                 ignore_index=True), suite)
     rows = rows.rename(columns={"policy": "member"})

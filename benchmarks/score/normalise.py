@@ -18,13 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..scoring.measures import informedness
 from .suite import Suite
-
-
-def informedness(rows: pd.DataFrame) -> pd.Series:
-    """recall - FPR per run; NaN where a run had no declining job (recall undefined); a run
-    without a healthy job it could have stopped has no false stop (FPR 0)."""
-    return rows["recall"].astype(float) - rows["fpr"].astype(float).fillna(0.0)
 
 
 def normalised(rows: pd.DataFrame, suite: Suite) -> pd.DataFrame:

@@ -26,9 +26,10 @@ from evalstop_gym.traces.public_runs import PublicRun, load_public, public_dir
 from .. import durable
 from ..corpus.public_scoring import score_public
 from ..corpus.scoring import DENSITIES
+from ..scoring.tasks import Task
 from ..sweep.runner import code_digest, read_run
 from ..usage import UsageError
-from .suite import Suite, Task
+from .suite import Suite
 
 NO_STOP = ("none", "NoStop")
 

@@ -19,35 +19,21 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from evalstop_gym.policies import ComposedPolicy, make_base
-from evalstop_gym.simulate import simulate
-
 from .. import durable
-from ..detectors.oracle import BayesOracle
-from ..sweep.runner import DEFAULT_OPTIONS, backend_context
-from . import real, simulated
-from .normalise import informedness
-from .suite import Suite, Task
+from ..detectors.oracle import oracle_peaks
+from ..scoring.measures import informedness
+from ..scoring.probes import run_probes
+from ..scoring.tasks import run_tasks
+from ..sweep.runner import DEFAULT_OPTIONS
+from . import real
+from .suite import Suite
 
 log = logging.getLogger(__name__)
 ORACLE_SOURCE = "Bayes oracle (knows the generative model), best threshold over the seeds"
-
-
-def oracle_peaks(task: Task, suite: Suite, seed: int) -> pd.DataFrame:
-    """Each RLHF job of one run with its peak posteriors, the oracle watching and never
-    stopping."""
-    exp = simulated.task_experiment(task, suite, ["none"], DEFAULT_OPTIONS)
-    config = exp.cell_config(exp.cells[0])
-    oracle = BayesOracle(config, threshold=None)
-    result = simulate(config, ComposedPolicy(oracle, make_base(suite.base)), seed)
-    return pd.DataFrame([{"seed": seed, "is_hacking": bool(r["is_hacking"]),
-                          "peak": oracle.peaks[r["job_id"]][0]}
-                         for r in result.records if r["job_id"] in oracle.peaks])
 
 
 def best_threshold(jobs: pd.DataFrame) -> dict[str, Any]:
@@ -69,16 +55,13 @@ def best_threshold(jobs: pd.DataFrame) -> dict[str, Any]:
 
 def simulated_references(suite: Suite, out: Path, workers: int) -> dict[str, dict[str, Any]]:
     """NoStop's mean measure (through the scoring runs themselves) and the oracle's, per task."""
-    nostop = simulated.run_tasks(suite, ["none"], out, workers, DEFAULT_OPTIONS)
+    nostop = run_tasks(suite.simulated, suite.base, suite.seeds, ["none"], out, workers,
+                       DEFAULT_OPTIONS).runs
     low = informedness(nostop).groupby(nostop["task"]).mean()
-    cells = [(t, s) for t in suite.simulated for s in suite.seeds]
-    with backend_context("loky", workers, None) as n_jobs:
-        frames = list(tqdm(joblib.Parallel(n_jobs=n_jobs, return_as="generator")(
-            joblib.delayed(oracle_peaks)(t, suite, s) for t, s in cells),
-            total=len(cells), desc="oracle runs", unit="run"))
+    peaks = run_probes(oracle_peaks, suite.simulated, suite.base, suite.seeds, out, workers)
     refs = {}
     for task in suite.simulated:
-        jobs = pd.concat([f for (t, _), f in zip(cells, frames, strict=True) if t is task])
+        jobs = peaks[peaks["task"] == task.id]
         refs[task.id] = {"nostop": float(low[task.id]), **best_threshold(jobs),
                          "source": ORACLE_SOURCE}
     return refs

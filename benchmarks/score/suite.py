@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ..scoring.tasks import Task
 from ..usage import UsageError
 
 SUITES_DIR = Path(__file__).parent / "suites"
@@ -24,20 +25,6 @@ REAL_DENSITIES = ("native", "5%", "10%", "15%")   # corpus.scoring.DENSITIES' na
 MEASURES = ("informedness",)
 # each packaged version's digest: editing its tasks, seeds or references needs a new version
 PINNED = {"evalstop-v1": "c9f1bf32484cc100"}
-
-
-@dataclass(frozen=True)
-class Task:
-    """One task: a simulated experiment with overrides, or the public runs at one density."""
-
-    id: str
-    experiment: str = ""                              # simulated: the packaged experiment
-    overrides: dict[str, Any] = field(default_factory=dict)
-    real: str = ""                                    # real: the density of the public replay
-
-    @property
-    def is_real(self) -> bool:
-        return bool(self.real)
 
 
 @dataclass(frozen=True)

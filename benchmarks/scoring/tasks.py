@@ -1,4 +1,4 @@
-"""A policy on the suite's simulated tasks: each task a sweep of one cell per policy.
+"""Scoring tasks: each a simulated experiment with overrides, every policy run on every seed.
 
 Every (task, policy, seed) is one run of the sweep runner (`sweep.runner`), so scoring inherits
 what `evalstop-bench run` guarantees: each run saved in `OUT/<task>/runs/` the moment it ends and
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import joblib
 import pandas as pd
@@ -32,35 +33,53 @@ from ..sweep.runner import (
     run_and_save,
     specs,
 )
-from .suite import Suite, Task
 
 RUN_COLUMNS = ("recall", "recall_early", "fpr", "jct", "wasted_frac")
 
 
+@dataclass(frozen=True)
+class Task:
+    """One task: a simulated experiment with overrides, or the public runs at one density."""
+
+    id: str
+    experiment: str = ""                              # simulated: the packaged experiment
+    overrides: dict[str, Any] = field(default_factory=dict)
+    real: str = ""                                    # real: the density of the public replay
+
+    @property
+    def is_real(self) -> bool:
+        return bool(self.real)
+
+
+class TaskRuns(NamedTuple):
+    runs: pd.DataFrame   # one row per (task, policy, seed): the run's metrics
+    jobs: pd.DataFrame   # one row per job of every run: its record (`metrics.job_record`)
+
+
 def policy_cell(spec: str, base: str) -> Cell:
-    """'TrendTest-0.05' -> the detector over the suite's base; 'X+FIFO' -> X over FIFO;
-    'none' -> the base alone (NoStop)."""
+    """'TrendTest-0.05' -> the detector over `base`; 'X+FIFO' -> X over FIFO; 'none' -> the
+    base alone (NoStop)."""
     detector, given = split_policy(spec) if "+" in spec else (spec, base)
     return Cell(base=given, detector=detector)
 
 
-def task_experiment(task: Task, suite: Suite, policies: Sequence[str],
+def task_experiment(task: Task, base: str, seeds: Sequence[int], policies: Sequence[str],
                     options: RunOptions) -> Experiment:
     """The task as an experiment of one cell per policy, named by the task (its runs' folder),
     its names checked before any run."""
     exp = load_experiment(task.experiment).with_overrides(task.overrides)
-    cells = tuple(policy_cell(p, suite.base) for p in policies)
-    exp = dataclasses.replace(exp, name=task.id, title=task.id, seeds=suite.seeds, cells=cells,
+    cells = tuple(policy_cell(p, base) for p in policies)
+    exp = dataclasses.replace(exp, name=task.id, title=task.id, seeds=tuple(seeds), cells=cells,
                               reference={}, extra_references={}, is_sweep=False).checked()
     return prepared_cells(exp, options, "--import")
 
 
-def run_tasks(suite: Suite, policies: Sequence[str], out: Path, workers: int,
-              options: RunOptions) -> pd.DataFrame:
-    """One row per (task, policy, seed) with the run's metrics; runs missing from `out` are
-    run first. Policies are named as given (a user's file by the path given)."""
-    exps = [task_experiment(t, suite, policies, options) for t in suite.simulated]
-    todo = {exp.name: specs(exp, suite.seeds, options) for exp in exps}
+def run_tasks(tasks: Sequence[Task], base: str, seeds: Sequence[int], policies: Sequence[str],
+              out: Path, workers: int, options: RunOptions) -> TaskRuns:
+    """Every policy on every task and seed; runs missing from `out` are run first. Policies are
+    named as given (a user's file by the path given)."""
+    exps = [task_experiment(t, base, seeds, policies, options) for t in tasks]
+    todo = {exp.name: specs(exp, seeds, options) for exp in exps}
     with durable.out_lock(out):
         guard_out(out, [s for group in todo.values() for s in group], options)
         loaded: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in todo}
@@ -69,13 +88,16 @@ def run_tasks(suite: Suite, policies: Sequence[str], out: Path, workers: int,
         for name in todo:   # a worker saves into its task's folder; runs of many tasks at once
             (out / name / "runs").mkdir(parents=True, exist_ok=True)
         _execute_all(pending, out, workers)
-        frames = []
+        runs: list[pd.DataFrame] = []
+        jobs: list[pd.DataFrame] = []
         for exp in exps:
-            runs = collate(todo[exp.name], out / exp.name / "runs", loaded[exp.name])[0]
+            done = collate(todo[exp.name], out / exp.name / "runs", loaded[exp.name])
             names = dict(zip([c.key for c in exp.cells], policies, strict=True))
-            frames.append(runs.assign(task=exp.name, policy=runs["cell"].map(names)))
-    rows = pd.concat(frames, ignore_index=True)
-    return rows[["task", "policy", "seed", *RUN_COLUMNS]]
+            for frame, into in zip(done[:2], (runs, jobs), strict=True):
+                into.append(frame.assign(task=exp.name, policy=frame["cell"].map(names)))
+    rows = pd.concat(runs, ignore_index=True)
+    return TaskRuns(rows[["task", "policy", "seed", *RUN_COLUMNS]],
+                    pd.concat(jobs, ignore_index=True))
 
 
 def _execute_all(pending: Sequence[RunSpec], out: Path, workers: int) -> None:
