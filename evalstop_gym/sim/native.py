@@ -124,14 +124,29 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
     Jobs usually share one eval schedule (the same array object), so the checks, scores and
     losses are computed per schedule, as a matrix over its jobs.
     """
+    return {**_job_fields(jobs), **_check_arrays(jobs, _schedules(jobs, milestones))}
+
+
+Schedules = dict[int, tuple[list[tuple[float, int]], list[int]]]
+
+
+def _schedules(jobs: list[Job], milestones: tuple[float, ...]) -> Schedules:
+    """Each eval schedule's check points and the jobs that share it (by the schedule's id);
+    each job gets its own list of checks, as Cluster gives each job."""
     extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
-    layouts: dict[int, tuple[list[tuple[float, int]], list[int]]] = {}
+    layouts: Schedules = {}
     for i, job in enumerate(jobs):
         key = id(job.eval_points)
         if key not in layouts:
             layouts[key] = (merge_checks(job, extra), [])
         layouts[key][1].append(i)
-        job.checks = list(layouts[key][0])   # its own list, as Cluster gives each job
+        job.checks = list(layouts[key][0])
+    return layouts
+
+
+def _check_arrays(jobs: list[Job], layouts: Schedules) -> dict[str, np.ndarray]:
+    """Every job's checks and evals laid end to end (pointers, progress, kind, work, score,
+    loss), computed per schedule as a matrix over the jobs that share it."""
     n = len(jobs)
     chk_ptr, ev_ptr = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
     for checks, members in layouts.values():
@@ -166,6 +181,13 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         chk_work[where] = work.ravel()
         for i, row in zip(members, work.tolist(), strict=True):
             jobs[i].check_work = row
+    return {"chk_ptr": chk_ptr, "chk_prog": chk_prog, "chk_work": chk_work, "chk_idx": chk_idx,
+            "chk_score": chk_score, "chk_loss": chk_loss, "ev_ptr": ev_ptr, "ev_score": ev_score,
+            "ev_prog": ev_prog}
+
+
+def _job_fields(jobs: list[Job]) -> dict[str, np.ndarray]:
+    """Each job's own fields, an array per field."""
     type_code = {t: k for k, t in enumerate(JOB_TYPES)}
     return {
         "arrival": np.array([j.arrival for j in jobs], np.float64),
@@ -177,9 +199,6 @@ def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
         "speed": np.array([j.speed for j in jobs], np.float64),
         "jtype": np.array([type_code[j.job_type] for j in jobs], np.int64),
         "paced": np.array([j.eval_work is not None for j in jobs], np.bool_),
-        "chk_ptr": chk_ptr, "chk_prog": chk_prog, "chk_work": chk_work, "chk_idx": chk_idx,
-        "chk_score": chk_score, "chk_loss": chk_loss, "ev_ptr": ev_ptr, "ev_score": ev_score,
-        "ev_prog": ev_prog,
     }
 
 
