@@ -264,13 +264,14 @@ class RunMonitor:
                  *, grouped: bool = False) -> None:
         _check_options(mode, max_steps, job_type)
         self.detector = resolve_detector(detector)
-        has_peers = capabilities(self.detector).has_peers
+        self._caps = capabilities(self.detector)   # declared: read once (a protocol check is slow)
+        has_peers = self._caps.has_peers
         if not grouped and has_peers is not None and not has_peers(job_type):
             log.warning("%s judges a run against ended peer runs; this RunMonitor has too few, "
                         "so it will never stop this run (use MonitorGroup)", self.detector.name)
         self.mode, self.max_steps, self.job_type, self.run_id = mode, max_steps, job_type, run_id
         self._sign = 1.0 if mode == "max" else -1.0
-        if job_type not in capabilities(self.detector).types:
+        if job_type not in self._caps.types:
             log.warning("%s does not monitor %s runs: it will never stop this one",
                         self.detector.name, job_type)
         self._warned: set[str] = set()      # kinds of skipped evals already warned about
@@ -422,7 +423,7 @@ class RunMonitor:
     def cannot_act(self) -> str:
         """Why the detector cannot act on this run as logged ('' if it can)."""
         det = self.detector
-        can = capabilities(det)
+        can = self._caps
         if self.job_type not in can.types:
             return f"{det.name} does not monitor {self.job_type} runs"
         needs = can.needs
