@@ -349,15 +349,15 @@ def test_the_loop_paused_for_each_check_gives_the_same_run(policy_name: str) -> 
             continue
         assert status == kernel.DECISION
         pauses += 1
-        j = loop.ist[kernel.S_PENDING]
+        j = loop.int_slots[kernel.S_PENDING]
         J = jobs_arrays
         progress = kernel.reported(j, out.work[j], J.paced, J.chk_ptr, out.next_check,
                                     J.chk_prog, J.chk_work)
-        loop.fst[kernel.F_ANSWER] = kernel.decide(
+        loop.float_slots[kernel.F_ANSWER] = kernel.decide(
             j, spec.rule, k_by_type, spec.best_variant, float(spec.p), float(spec.threshold),
             int(spec.window), J.jtype, progress, J.chk_ptr, J.chk_idx, J.chk_loss,
             out.next_check, J.ev_ptr, J.ev_score, J.ev_prog)
-    assert pauses > 50 and loop.ist[kernel.S_POPPED] == events
+    assert pauses > 50 and loop.int_slots[kernel.S_POPPED] == events
     assert np.any(out.state == kernel.STOPPED)
     for name, expected in whole._asdict().items():
         assert getattr(out, name).tobytes() == expected.tobytes(), name

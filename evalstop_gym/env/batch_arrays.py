@@ -40,8 +40,8 @@ class BatchArrays(NamedTuple):
     extra: Extra
     open: np.ndarray         # the reward's open jobs (arrived, end not booked), in admission order
     order: np.ndarray        # job ids by arrival: the reward admits them in this order
-    rint: np.ndarray         # R_ADMITTED, R_OPEN
-    rfl: np.ndarray          # R_BOOKED, R_LAST, R_TOTAL spans
+    reward_ints: np.ndarray     # R_ADMITTED, R_OPEN
+    reward_floats: np.ndarray   # R_BOOKED, R_LAST, R_TOTAL spans
 
 
 def allocate(num_envs: int, n: int, n_chk: int, n_ev: int, old: BatchArrays | None

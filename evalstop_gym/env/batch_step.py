@@ -57,58 +57,62 @@ for _plain in (best_eval, true_score_at, fill_job_row, fill_cluster_row, put_cli
 
 
 @njit(cache=True, inline="always")
-def _jobs_row(J, i):
-    return Jobs(J.arrival[i], J.gpus[i], J.duration[i], J.dur_est[i], J.eval_min[i],
-                J.peak[i], J.speed[i], J.jtype[i], J.paced[i], J.chk_ptr[i], J.chk_prog[i],
-                J.chk_work[i], J.chk_idx[i], J.chk_loss[i], J.ev_ptr[i], J.ev_score[i],
-                J.ev_prog[i])
+def _jobs_row(all_jobs, i):
+    a = all_jobs
+    return Jobs(a.arrival[i], a.gpus[i], a.duration[i], a.dur_est[i], a.eval_min[i], a.peak[i],
+                a.speed[i], a.jtype[i], a.paced[i], a.chk_ptr[i], a.chk_prog[i], a.chk_work[i],
+                a.chk_idx[i], a.chk_loss[i], a.ev_ptr[i], a.ev_score[i], a.ev_prog[i])
 
 
 @njit(cache=True, inline="always")
-def _out_row(outs, i):
-    return Outcome(outs.state[i], outs.work[i], outs.next_check[i], outs.epoch[i],
-                   outs.has_run[i], outs.first_start[i], outs.end_time[i], outs.gpu_min[i],
-                   outs.gpu_after[i], outs.n_pre[i], outs.phase_start[i], outs.chk_time[i],
-                   outs.stop_value[i])
+def _out_row(all_outs, i):
+    a = all_outs
+    return Outcome(a.state[i], a.work[i], a.next_check[i], a.epoch[i], a.has_run[i],
+                   a.first_start[i], a.end_time[i], a.gpu_min[i], a.gpu_after[i], a.n_pre[i],
+                   a.phase_start[i], a.chk_time[i], a.stop_value[i])
 
 
 @njit(cache=True, inline="always")
-def _loop_row(L, i):
-    return LoopState(L.phase[i], L.cls_gpus[i], L.cls[i], L.cls_off[i], L.cls_size[i],
-                     L.wait[i], L.major[i], L.key[i], L.run_seq[i], L.run_list[i],
-                     L.run_pos[i], L.run_version[i], L.arrivals[i], L.heap[i], L.rheap[i],
-                     L.ist[i], L.fst[i], L.continued[i])
+def _loop_row(all_loops, i):
+    a = all_loops
+    return LoopState(a.phase[i], a.cls_gpus[i], a.cls[i], a.cls_off[i], a.cls_size[i], a.wait[i],
+                     a.major[i], a.key[i], a.run_seq[i], a.run_list[i], a.run_pos[i],
+                     a.run_version[i], a.arrivals[i], a.heap[i], a.rheap[i], a.int_slots[i],
+                     a.float_slots[i], a.continued[i])
 
 
 @njit(cache=True, inline="always")
-def _system_integrals(i, now, jobs, out, loop, ist, rint, rfl, open_, order):
+def _system_integrals(i, now, jobs, out, loop, int_slots, reward_ints, reward_floats, open_, order):
     """`RewardMeter._integrals` of env i: admit arrivals, book ended jobs, sum the open ones."""
-    first = rint[i, R_ADMITTED]
-    admitted = admitted_by(now, order, ist[S_N], jobs.arrival, first)
-    n_open = rint[i, R_OPEN]
+    first = reward_ints[i, R_ADMITTED]
+    admitted = admitted_by(now, order, int_slots[S_N], jobs.arrival, first)
+    n_open = reward_ints[i, R_OPEN]
     for k in range(first, admitted):
         open_[n_open] = order[k]
         n_open += 1
     n_open, b0, b1, b2, s0, s1, s2 = sweep_open(
         now, open_, n_open, jobs.arrival, out.end_time, out.gpu_min, out.gpu_after,
-        (rfl[i, R_BOOKED], rfl[i, R_BOOKED + 1], rfl[i, R_BOOKED + 2]))
-    held = held_minutes(now, loop.run_list, ist[S_N_RUN], jobs.gpus, loop.phase,
+        (reward_floats[i, R_BOOKED], reward_floats[i, R_BOOKED + 1],
+         reward_floats[i, R_BOOKED + 2]))
+    held = held_minutes(now, loop.run_list, int_slots[S_N_RUN], jobs.gpus, loop.phase,
                         out.phase_start)
-    rint[i, R_ADMITTED], rint[i, R_OPEN] = admitted, n_open
-    rfl[i, R_BOOKED], rfl[i, R_BOOKED + 1], rfl[i, R_BOOKED + 2] = b0, b1, b2
+    reward_ints[i, R_ADMITTED], reward_ints[i, R_OPEN] = admitted, n_open
+    booked = reward_floats[i]
+    booked[R_BOOKED], booked[R_BOOKED + 1], booked[R_BOOKED + 2] = b0, b1, b2
     return integrals((b0, b1, b2), (s0, s1, s2), held)
 
 
 @njit(cache=True, inline="always")
-def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, order, extra,
-            weights):
+def _reward(i, now, answered, stopped, jobs, out, loop, int_slots, reward_ints, reward_floats,
+            open_, order, extra, weights):
     """`RewardMeter.step` (stop mode) of env i; returns the weighted reward."""
-    current = _system_integrals(i, now, jobs, out, loop, ist, rint, rfl, open_, order)
-    last = (rfl[i, R_LAST], rfl[i, R_LAST + 1], rfl[i, R_LAST + 2])
-    rfl[i, R_LAST], rfl[i, R_LAST + 1], rfl[i, R_LAST + 2] = current
+    current = _system_integrals(i, now, jobs, out, loop, int_slots, reward_ints, reward_floats,
+                                open_, order)
+    last = (reward_floats[i, R_LAST], reward_floats[i, R_LAST + 1], reward_floats[i, R_LAST + 2])
+    reward_floats[i, R_LAST], reward_floats[i, R_LAST + 1], reward_floats[i, R_LAST + 2] = current
     chk_ptr, chk_idx = jobs.chk_ptr, jobs.chk_idx
     wasted = 0.0                              # charged to the continues (committed_waste)
-    for q in range(ist[S_N_CONT]):
+    for q in range(int_slots[S_N_CONT]):
         j = loop.continued[q]
         c = chk_ptr[j] + out.next_check[j]
         if c < chk_ptr[j + 1]:
@@ -125,12 +129,12 @@ def _reward(i, now, answered, stopped, jobs, out, loop, ist, rint, rfl, open_, o
         false_stop = 0.0 if extra.is_hacking[j] else 1.0
     terms = step_terms(current, last, wasted, lost, false_stop, weights[5])
     for k in range(5):
-        rfl[i, R_TOTAL + k] += terms[k]
+        reward_floats[i, R_TOTAL + k] += terms[k]
     return weighted_reward(weights, terms)
 
 
 @njit(cache=True, inline="always")
-def _observe(i, j, now, total_gpus, jobs, out, ist, rows, bounds, tmp):
+def _observe(i, j, now, total_gpus, jobs, out, int_slots, rows, bounds, tmp):
     """`StopObservation.encode` of job j's check into row i, from what its view holds."""
     passed = out.next_check[j]
     first = jobs.chk_ptr[j]
@@ -143,39 +147,41 @@ def _observe(i, j, now, total_gpus, jobs, out, ist, rows, bounds, tmp):
         jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev],
         jobs.chk_loss[first:first + passed], jobs.dur_est[j], jobs.gpus[j],
         now - jobs.arrival[j], out.gpu_min[j] / jobs.gpus[j], out.n_pre[j], now, total_gpus,
-        ist[S_FREE], ist[S_N_WAIT], ist[S_N_RUN])
+        int_slots[S_FREE], int_slots[S_N_WAIT], int_slots[S_N_RUN])
 
 
 @njit(cache=True)
-def step_all(spec, A, sc, weights, asked, terminated, reward_out, rows, bounds, todo, fresh,
-             status):
+def step_all(spec, arrays, pass_space, weights, asked, terminated, reward_out, rows, bounds, todo,
+             fresh, status):
     """Advance every env with todo[i] to its next decision (or its end) and write its rows.
-    `fresh`: a new answer (fst[F_ANSWER]) or a reset; False resumes envs that ran out of heap
-    room mid-step (`ROOM`), which keep their answer and their continued jobs."""
-    J, outs, L, X = A.jobs, A.out, A.loop, A.extra
+    `fresh`: a new answer (float_slots[F_ANSWER]) or a reset; False resumes envs that ran out of
+    heap room mid-step (`ROOM`), which keep their answer and their continued jobs."""
+    all_jobs, all_outs, all_loops, truth = arrays.jobs, arrays.out, arrays.loop, arrays.extra
     tmp = np.empty(max(rows[0].shape[1], rows[1].shape[1]), np.float64)
     for i in range(todo.shape[0]):
         if not todo[i]:
             continue
-        jobs, out, loop = _jobs_row(J, i), _out_row(outs, i), _loop_row(L, i)
-        ist = L.ist[i]
+        jobs, out, loop = _jobs_row(all_jobs, i), _out_row(all_outs, i), _loop_row(all_loops, i)
+        int_slots = all_loops.int_slots[i]
         if fresh:
-            ist[S_N_CONT] = 0
+            int_slots[S_N_CONT] = 0
         answered = asked[i]
-        stopped = answered >= 0 and not np.isnan(L.fst[i, F_ANSWER])
-        st = kernel.advance(spec, jobs, out, loop, sc)
+        stopped = answered >= 0 and not np.isnan(all_loops.float_slots[i, F_ANSWER])
+        st = kernel.advance(spec, jobs, out, loop, pass_space)
         status[i] = st
         if st != kernel.OK and st != kernel.DECISION:
             continue
-        now = L.fst[i, F_NOW]
-        value = _reward(i, now, answered, stopped, jobs, out, loop, ist, A.rint, A.rfl,
-                        A.open[i], A.order[i], Extra(X.is_hacking[i], X.peak_prog[i],
-                                                     X.ev_point[i], X.ev_true[i]), weights)
+        now = all_loops.float_slots[i, F_NOW]
+        truth_i = Extra(truth.is_hacking[i], truth.peak_prog[i], truth.ev_point[i],
+                        truth.ev_true[i])
+        value = _reward(i, now, answered, stopped, jobs, out, loop, int_slots, arrays.reward_ints,
+                        arrays.reward_floats, arrays.open[i], arrays.order[i], truth_i, weights)
         reward_out[i] = value if answered >= 0 else 0.0
         if st == kernel.DECISION:
-            asked[i] = ist[S_PENDING]
+            asked[i] = int_slots[S_PENDING]
             terminated[i] = False
-            _observe(i, ist[S_PENDING], now, spec.total_gpus, jobs, out, ist, rows, bounds, tmp)
+            _observe(i, int_slots[S_PENDING], now, spec.total_gpus, jobs, out, int_slots, rows,
+                     bounds, tmp)
         else:
             asked[i] = -1
             terminated[i] = True

@@ -119,7 +119,7 @@ class CompiledBatch:
         """Answer every live env's pending check (1: stop) and run it to its next decision."""
         stop = check_stop(stop, self.num_envs)
         live = ~self.terminated
-        self._arrays.loop.fst[:, F_ANSWER] = np.where(stop != 0, 1.0, np.nan)
+        self._arrays.loop.float_slots[:, F_ANSWER] = np.where(stop != 0, 1.0, np.nan)
         self.reward[self.terminated] = 0.0
         self._run(live, fresh=True)
 
@@ -133,7 +133,7 @@ class CompiledBatch:
 
     def reward_terms(self, i: int) -> dict[str, float]:
         """Env i's episode totals (== the single env's info["reward_terms"])."""
-        totals = self._arrays.rfl[i, R_TOTAL:R_TOTAL + 5].tolist()
+        totals = self._arrays.reward_floats[i, R_TOTAL:R_TOTAL + 5].tolist()
         return dict(zip(RewardTerms._fields, totals, strict=True))
 
     def job_id(self, i: int) -> int:
@@ -166,25 +166,25 @@ class CompiledBatch:
         if n > self._caps[0] or n_chk > self._caps[1] or n_ev > self._caps[2]:
             self._alloc(max(n, self._caps[0]), max(n_chk, self._caps[1]),
                         max(n_ev, self._caps[2]))
-        A = self._arrays
-        J, outs, L = A.jobs, A.out, A.loop
+        arrays = self._arrays
+        all_jobs, outs, loops = arrays.jobs, arrays.out, arrays.loop
         for name in Jobs._fields:
-            row = getattr(J, name)[i]
+            row = getattr(all_jobs, name)[i]
             value = packed[name]
             row[:len(value)] = value
-        load_truth(A.extra, i, jobs, packed["ev_ptr"])
+        load_truth(arrays.extra, i, jobs, packed["ev_ptr"])
         outs.state[i], outs.work[i], outs.next_check[i], outs.epoch[i] = 0, 0.0, 0, 0
         outs.has_run[i], outs.first_start[i], outs.end_time[i] = False, np.nan, np.nan
         outs.gpu_min[i], outs.gpu_after[i], outs.n_pre[i], outs.phase_start[i] = 0.0, 0.0, 0, 0.0
         outs.chk_time[i], outs.stop_value[i] = np.nan, np.nan
-        L.phase[i], L.major[i], L.key[i], L.run_version[i] = 0, 0, 0.0, 0
-        L.run_seq[i], L.run_pos[i] = -1, -1
+        loops.phase[i], loops.major[i], loops.key[i], loops.run_version[i] = 0, 0, 0.0, 0
+        loops.run_seq[i], loops.run_pos[i] = -1, -1
         kernel.setup(self._platform.total_gpus, packed["arrival"], packed["gpus"],
-                     L.cls_gpus[i], L.cls[i], L.cls_off[i], L.cls_size[i], L.arrivals[i],
-                     L.ist[i], L.fst[i])
-        A.order[i, :n] = L.arrivals[i, :n]
-        A.rint[i] = 0
-        A.rfl[i] = 0.0
+                     loops.cls_gpus[i], loops.cls[i], loops.cls_off[i], loops.cls_size[i],
+                     loops.arrivals[i], loops.int_slots[i], loops.float_slots[i])
+        arrays.order[i, :n] = loops.arrivals[i, :n]
+        arrays.reward_ints[i] = 0
+        arrays.reward_floats[i] = 0.0
         self._jobs[i], self._packed[i], self._seeds[i] = jobs, packed, seed
         self._asked[i] = -1
         self._metrics[i] = None
@@ -202,7 +202,7 @@ class CompiledBatch:
         out = {name: getattr(self._arrays.out, name)[i, :n_chk if name == "chk_time" else n].copy()
                for name in Outcome._fields}
         native._unpack(jobs, packed, out, _agent_stop_reason)
-        events = int(self._arrays.loop.ist[i, S_POPPED])
+        events = int(self._arrays.loop.int_slots[i, S_POPPED])
         return score(self.config, events, jobs, "env:stop", self._seeds[i]).metrics
 
     def _alloc(self, n: int, n_chk: int, n_ev: int) -> None:

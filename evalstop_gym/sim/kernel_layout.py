@@ -2,9 +2,9 @@
 event loop state, as arrays (numba passes NamedTuples of arrays as plain structs), and building
 that state before the first event.
 
-The loop's scalars (free GPUs, heap sizes, the clock, ...) sit in two small arrays, `ist` (the
-integer slots S_*) and `fst` (the float slots F_*), so a cluster paused at a decision keeps them
-and each step of the loop (`native_kernel`) reads and writes them where they live.
+The loop's scalars (free GPUs, heap sizes, the clock, ...) sit in two small arrays, `int_slots`
+(indexed by the S_* names) and `float_slots` (by the F_* names), so a cluster paused at a
+decision keeps them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ DECISION, ROOM = 4, 5    # `advance` paused: a check for the agent; a heap to gr
 class LoopState(NamedTuple):
     """One cluster's event loop between calls of `advance`: what `Cluster` keeps between two
     `next_decision` calls. Heaps are arrays of rows (heapq's order: rows compare as tuples),
-    their sizes in `ist`; the last row of each is scratch."""
+    their sizes in `int_slots`; the last row of each is scratch."""
 
     phase: np.ndarray        # per job: IDLE, RESTART, TRAIN, EVAL
     cls_gpus: np.ndarray     # Cluster.waiting: a heap per GPU demand, demands ascending
@@ -45,10 +45,10 @@ class LoopState(NamedTuple):
     heap: np.ndarray         # phase ends: rows (time, seq, job, epoch)
     rheap: np.ndarray        # preemptive: running jobs by stored key, largest first (negated):
                              # rows (-major, -key, -arrival, -id, version)
-    ist: np.ndarray          # the loop's scalars: S_* slots
-    fst: np.ndarray          # F_* slots
+    int_slots: np.ndarray    # the loop's scalars, by the S_* names
+    float_slots: np.ndarray  # by the F_* names
     continued: np.ndarray    # RULE_AGENT: jobs whose checks were answered "continue" since
-                             # the caller last reset ist[S_N_CONT] (the env's reward reads them)
+                             # the caller last reset int_slots[S_N_CONT] (the reward reads them)
 
 
 class Platform(NamedTuple):
@@ -124,7 +124,7 @@ class Scratch(NamedTuple):
 
 
 # The loop's state between calls of `advance` (a cluster paused at a decision keeps it here):
-# int slots of `ist`, float slots of `fst`
+# int slots of `int_slots`, float slots of `float_slots`
 (S_N, S_FREE, S_SEQ, S_NEXT_ARRIVAL, S_POPPED, S_NEEDS_PASS, S_N_WAIT, S_N_RUN, S_STARTS,
  S_HEAP, S_RHEAP, S_PENDING, S_N_CONT) = range(13)
 N_INT_SLOTS = 13
@@ -134,7 +134,8 @@ NO_CLASS = 2 ** 62                             # demand of an unused (padding) c
 
 
 @njit(cache=True)
-def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals, ist, fst):
+def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals, int_slots,
+          float_slots):
     """The loop's state before the first event (Cluster.__init__): demand classes, the arrival
     order, an empty cluster. Arrays may be longer than the n jobs (padding)."""
     n = arrival.shape[0]
@@ -149,9 +150,9 @@ def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals,
     # in that order from a sorted list instead, beside a heap of phase ends, which keeps the
     # heap as small as the set of running jobs
     arrivals[:n] = np.argsort(arrival, kind="mergesort")
-    ist[:] = 0
-    ist[S_N], ist[S_FREE], ist[S_SEQ], ist[S_PENDING] = n, total_gpus, n, -1
-    fst[:] = 0.0
+    int_slots[:] = 0
+    int_slots[S_N], int_slots[S_FREE], int_slots[S_SEQ], int_slots[S_PENDING] = n, total_gpus, n, -1
+    float_slots[:] = 0.0
 
 
 @njit(cache=True)
@@ -162,13 +163,15 @@ def new_loop(total_gpus, arrival, gpus, n_checks):
     cls_gpus, cls = np.empty(n, np.int64), np.empty(n, np.int64)
     cls_off, cls_size = np.zeros(n, np.int64), np.zeros(n, np.int64)
     arrivals = np.empty(n, np.int64)
-    ist, fst = np.zeros(N_INT_SLOTS, np.int64), np.zeros(N_FLOAT_SLOTS)
-    setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals, ist, fst)
+    int_slots, float_slots = np.zeros(N_INT_SLOTS, np.int64), np.zeros(N_FLOAT_SLOTS)
+    setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals, int_slots,
+          float_slots)
     return LoopState(np.zeros(n, np.int64), cls_gpus, cls, cls_off, cls_size,
                      np.empty(n, np.int64), np.zeros(n, np.int64), np.zeros(n),
                      np.full(n, -1, np.int64), np.empty(n, np.int64), np.full(n, -1, np.int64),
                      np.zeros(n, np.int64), arrivals, np.empty((2 * n + 16, 4)),
-                     np.empty((4 * n + 16, 5)), ist, fst, np.empty(n_checks, np.int64))
+                     np.empty((4 * n + 16, 5)), int_slots, float_slots, np.empty(n_checks,
+                                                                                 np.int64))
 
 
 @njit(cache=True)
@@ -177,7 +180,7 @@ def with_room(loop):
     return LoopState(loop.phase, loop.cls_gpus, loop.cls, loop.cls_off, loop.cls_size,
                      loop.wait, loop.major, loop.key, loop.run_seq, loop.run_list, loop.run_pos,
                      loop.run_version, loop.arrivals, grown(loop.heap), grown(loop.rheap),
-                     loop.ist, loop.fst, loop.continued)
+                     loop.int_slots, loop.float_slots, loop.continued)
 
 
 @njit(cache=True)

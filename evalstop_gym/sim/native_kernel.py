@@ -113,9 +113,9 @@ decline_critical = rules.compiled(rules.decline_critical)
 
 
 @njit(cache=True)
-def advance(spec, jobs, out, loop, sc):
+def advance(spec, jobs, out, loop, pass_space):
     """Run events from where the loop stopped (`loop`) until the end (OK or an ERR_*), a
-    check of a monitored job under RULE_AGENT (DECISION: answer in fst[F_ANSWER], NaN to
+    check of a monitored job under RULE_AGENT (DECISION: answer in float_slots[F_ANSWER], NaN to
     continue, and call again), or a heap with too little room (ROOM: grow it, call again)."""
     (total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
      threshold, window, slice_share, time_sliced, rekeys_at_checks, rekeys_at_passes) = spec
@@ -124,14 +124,15 @@ def advance(spec, jobs, out, loop, sc):
     (state, work, next_check, epoch, has_run, first_start, end_time, gpu_min, gpu_after, n_pre,
      phase_start, chk_time, stop_value) = out
     (phase, cls_gpus, cls, cls_off, cls_size, wait, major, key, run_seq, run_list, run_pos,
-     run_version, arrivals, heap, rheap, ist, fst, continued) = loop
-    after, top, pending, prefix, sizes, keep, to_start, to_preempt = sc
-    n = ist[S_N]
-    free, seq, next_arrival, popped = ist[S_FREE], ist[S_SEQ], ist[S_NEXT_ARRIVAL], ist[S_POPPED]
-    needs_pass, n_wait, n_run, starts = ist[S_NEEDS_PASS] != 0, ist[S_N_WAIT], ist[S_N_RUN], \
-        ist[S_STARTS]
-    n_heap, n_rheap, resume, n_cont = ist[S_HEAP], ist[S_RHEAP], ist[S_PENDING], ist[S_N_CONT]
-    now = fst[F_NOW]
+     run_version, arrivals, heap, rheap, int_slots, float_slots, continued) = loop
+    after, top, pending, prefix, sizes, keep, to_start, to_preempt = pass_space
+    n = int_slots[S_N]
+    free, seq, next_arrival = int_slots[S_FREE], int_slots[S_SEQ], int_slots[S_NEXT_ARRIVAL]
+    popped, needs_pass = int_slots[S_POPPED], int_slots[S_NEEDS_PASS] != 0
+    n_wait, n_run, starts = int_slots[S_N_WAIT], int_slots[S_N_RUN], int_slots[S_STARTS]
+    n_heap, n_rheap = int_slots[S_HEAP], int_slots[S_RHEAP]
+    resume, n_cont = int_slots[S_PENDING], int_slots[S_N_CONT]
+    now = float_slots[F_NOW]
     agent = rule == RULE_AGENT
     status = OK
 
@@ -143,7 +144,7 @@ def advance(spec, jobs, out, loop, sc):
         checked = -1
         if resume >= 0:                        # the agent answered the check of job `resume`
             j, checked, resume = resume, resume, -1
-            value = fst[F_ANSWER]
+            value = float_slots[F_ANSWER]
             new_phase = -1
             finished = -1
         else:
@@ -420,11 +421,12 @@ def advance(spec, jobs, out, loop, sc):
             seq += 1
             n_heap = push_event(heap, n_heap, now + length, seq, j, epoch[j])
 
-    ist[S_FREE], ist[S_SEQ], ist[S_NEXT_ARRIVAL], ist[S_POPPED] = free, seq, next_arrival, popped
-    ist[S_NEEDS_PASS], ist[S_N_WAIT], ist[S_N_RUN], ist[S_STARTS] = needs_pass, n_wait, n_run, \
-        starts
-    ist[S_HEAP], ist[S_RHEAP], ist[S_PENDING], ist[S_N_CONT] = n_heap, n_rheap, resume, n_cont
-    fst[F_NOW] = now
+    int_slots[S_FREE], int_slots[S_SEQ], int_slots[S_NEXT_ARRIVAL] = free, seq, next_arrival
+    int_slots[S_POPPED], int_slots[S_NEEDS_PASS] = popped, needs_pass
+    int_slots[S_N_WAIT], int_slots[S_N_RUN], int_slots[S_STARTS] = n_wait, n_run, starts
+    int_slots[S_HEAP], int_slots[S_RHEAP] = n_heap, n_rheap
+    int_slots[S_PENDING], int_slots[S_N_CONT] = resume, n_cont
+    float_slots[F_NOW] = now
     return status
 
 
@@ -449,5 +451,5 @@ def run(total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_varian
     while True:
         status = advance(spec, jobs, out, loop, work_space)
         if status != ROOM:
-            return status, loop.ist[S_POPPED]
+            return status, loop.int_slots[S_POPPED]
         loop = with_room(loop)
