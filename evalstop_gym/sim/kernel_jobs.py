@@ -23,10 +23,10 @@ from .rules import RULE_NONE
 work_after = njit(cache=True, inline="always")(jitable(transitions.work_after))
 phase_charge = njit(cache=True, inline="always")(transitions.phase_charge)
 phase_minutes = njit(cache=True, inline="always")(transitions.phase_minutes)
-first_phase = njit(cache=True, inline="always")(transitions.first_phase)
-phase_after = njit(cache=True, inline="always")(transitions.phase_after)
-after_check = njit(cache=True, inline="always")(transitions.after_check)
-sliced_speed = njit(cache=True, inline="always")(transitions.sliced_speed)
+first_phase = njit(cache=True)(transitions.first_phase)
+phase_after = njit(cache=True)(transitions.phase_after)
+after_check = njit(cache=True)(transitions.after_check)
+sliced_speed = njit(cache=True)(transitions.sliced_speed)
 _progress_between = njit(cache=True, inline="always")(progress_between)   # the one formula
 
 
