@@ -10,10 +10,12 @@ in the corpus's provenance file.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
 
+from .claims import Row, holds
 from .section_inputs import SectionInputs
 from .tables import pct, to_markdown
 
@@ -267,3 +269,14 @@ def section(runs: pd.DataFrame | None, inputs: SectionInputs) -> str:
     return text.replace("### (a) The corpus's runs, one by one\n",
                         "### (a) The corpus's runs, one by one\n\n"
                         "![false stops vs evals per run](figures/beyond_corpus.png)\n", 1)
+
+
+def claims(runs: pd.DataFrame, name: str = "e9") -> list[Row]:
+    """What the section says of DeclineTest where its assumption holds: under Gaussian noise its
+    false stops stay within its alpha, at every density."""
+    e9 = e9_summary(runs)
+    fpr = e9[(e9["detector"] == HEADLINE) & (e9["group"] == "gauss0.05")]["fpr"]
+    worst = float(fpr.max()) if len(fpr) else math.nan
+    return [holds(name, f"{HEADLINE}'s false stops under Gaussian noise, where its assumption "
+                  "holds, stay within its alpha", f"FPR <= {pct(ALPHA)}", f"at most {pct(worst)}",
+                  len(fpr) > 0 and worst <= ALPHA, f"every density, {GROUPS['gauss0.05']}")]

@@ -1,4 +1,4 @@
-"""E2's deltas over many seeds: BEYOND.md's section on them.
+"""E2's deltas over many seeds: BEYOND.md's section on them, and the claims it states.
 
 Each cell against the base scheduler alone, with Welch's p (the paper's test, seeds as
 independent samples) beside the paired p (every cell of a seed runs the same workload).
@@ -10,11 +10,13 @@ import math
 
 import pandas as pd
 
+from .claims import ALPHA, Row, holds
 from .section_inputs import SectionInputs
 from .stats import improvement, paired_p, welch_p
 from .tables import to_markdown
 
 REFERENCE = "SRTF-Est"
+HEADLINE = f"EvalStop-2+{REFERENCE}"
 SEED_METRICS = (("jct", "JCT"), ("wasted_frac", "wasted"))
 
 
@@ -70,3 +72,35 @@ def section(runs: pd.DataFrame | None, inputs: SectionInputs) -> str:
         return ""
     return "\n".join([f"## E2's deltas over many seeds ({inputs.name})\n",
                       seed_power_section(runs), ""])
+
+
+def claims(runs: pd.DataFrame, name: str = "e2x") -> list[Row]:
+    """EvalStop-2's JCT gain holds over many seeds; the paired test is the sharper one."""
+    power = seed_power(runs)
+    return [headline_claim(power, name), sharper_claim(power, name)]
+
+
+def headline_claim(power: pd.DataFrame, name: str) -> Row:
+    """E2's headline: EvalStop-2 shortens the mean JCT, significantly by the paired test."""
+    head = power[(power["policy"] == HEADLINE) & (power["metric"] == "JCT")]
+    if head.empty:
+        return holds(name, f"{HEADLINE} shortens the mean JCT over many seeds", "faster, p < "
+                     f"{ALPHA:g}", "n/a", False, f"no {HEADLINE} runs")
+    h = head.iloc[0]
+    ok = h["delta_pct"] > 0 and h["paired_p"] < ALPHA
+    return holds(name, f"{HEADLINE} shortens the mean JCT over {int(h['seeds'])} seeds",
+                 f"ΔJCT > 0, paired p < {ALPHA:g}",
+                 f"{h['delta_pct']:+.1f}% (paired p {_p(h['paired_p'])})", bool(ok),
+                 "paired t-test on per-seed differences against " + REFERENCE)
+
+
+def sharper_claim(power: pd.DataFrame, name: str) -> Row:
+    """The section's reason for the paired test: it finds every change Welch's test finds
+    (p < ALPHA), and more; a NaN p (nothing varies) finds nothing."""
+    welch, paired = power["welch_p"] < ALPHA, power["paired_p"] < ALPHA
+    missed = int((welch & ~paired).sum())
+    return holds(name, "The paired test on per-seed differences is the sharper one",
+                 f"finds every change Welch's finds (p < {ALPHA:g}), and more",
+                 f"paired {int(paired.sum())}, Welch {int(welch.sum())} of {len(power)}; "
+                 f"Welch's alone: {missed}", missed == 0 and paired.sum() > welch.sum(),
+                 "every cell, JCT and wasted compute")

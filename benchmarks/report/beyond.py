@@ -1,5 +1,5 @@
 """BEYOND.md: the experiments beyond the paper, each in the section its catalog entry renders,
-between two sections that belong to no
+with the claims they state checked against their runs, between two sections that belong to no
 experiment (how hard detection is, and what a policy can read off the clock).
 
 `write_beyond` reads every catalogued experiment of BEYOND.md (`catalog.BEYOND`, in catalog
@@ -18,9 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 from .. import sections
+from ..analysis.claims import STATED_VERDICTS, Row
 from ..analysis.drop_to_noise import drop_to_noise_table
 from ..analysis.duration_leak import duration_leak_table
 from ..analysis.section_inputs import SectionInputs
+from ..analysis.tables import to_markdown
 from ..catalog import BEYOND, CATALOG
 from ..durable import OutputError, write_text
 from ..sweep.runner import load_runs
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 CORPUS_DETECTORS = ("EvalStop-2", "StopAt-0.65", "LossPlateau", "Patience-3", "CUSUM-0-3",
                     "BOCPD-0.5", "MedianPruner", "DeclineTest-0.01", "DeclineTest-0.05",
                     "DeclineTest-0.2")
+CHECK_COLUMNS = {"paper": "stated", "ours": "measured"}   # a Row's columns, as BEYOND.md names them
 
 
 def _read(results_dir: Path, name: str) -> pd.DataFrame | None:
@@ -43,6 +46,28 @@ def _read(results_dir: Path, name: str) -> pd.DataFrame | None:
 def _seed_count(*runs: pd.DataFrame | None) -> str:
     counts = sorted({r["seed"].nunique() for r in runs if r is not None})
     return "/".join(map(str, counts)) or "0"
+
+
+def claim_rows(runs: Mapping[str, pd.DataFrame | None]) -> list[Row]:
+    """Every catalogued claim of the experiments whose runs are here, in catalog order."""
+    rows: list[Row] = []
+    for name, frame in runs.items():
+        claims = CATALOG[name].claims
+        if claims is not None and frame is not None:
+            rows.extend(claims(frame))
+    return rows
+
+
+def checks_section(rows: Sequence[Row]) -> list[str]:
+    """The claims' verdicts, as REPRODUCTION.md shows the paper's: what is stated, what was
+    measured, whether it holds and why."""
+    if not rows:
+        return []
+    counts = ", ".join(f"{sum(r.verdict == v for r in rows)} {v}" for v in STATED_VERDICTS)
+    table = pd.DataFrame(rows, columns=list(Row._fields)).rename(columns=CHECK_COLUMNS)
+    return ["## Checks\n",
+            f"What the sections below state about their runs, checked against them: {counts} "
+            f"(of {len(rows)} checks).\n", to_markdown(table), ""]
 
 
 def opening(runs: Mapping[str, pd.DataFrame | None]) -> str:
@@ -70,9 +95,10 @@ LEAK_INTRO = (
 
 def render(runs: Mapping[str, pd.DataFrame | None], inputs: Mapping[str, SectionInputs],
            drop_md: str, leak_md: str = "") -> str:
-    """BEYOND.md's text: the opening, drop-to-noise, each experiment's section in
+    """BEYOND.md's text: the opening, the checks, drop-to-noise, each experiment's section in
     catalog order (`inputs` gives each its folder and the shared inputs), the duration leak."""
     parts = ["# Beyond the paper: harder noise, adaptive detectors\n", opening(runs),
+             *checks_section(claim_rows(runs)),
              "## How hard detection is: drop-to-noise\n", drop_md, ""]
     for name, frame in runs.items():
         section = CATALOG[name].section
