@@ -1,11 +1,12 @@
-"""Every experiment the benchmarks know, in one place: the report it belongs to, the paper's
-claims it checks, the figures it draws and its role in the calibration.
+"""Every experiment the benchmarks know, in one place: the report it belongs to, the claims it
+checks, the figures it draws, its section of BEYOND.md and its role in the calibration.
 
 Its config is `configs/<name>.yaml` (`Entry.load`). Everything else the commands need about an
 experiment is read from `CATALOG`, so a new experiment is a YAML file and one entry here:
 `evalstop-bench run all` and `report` take the paper's matrix (`MATRIX`), `report --beyond` the
-rest (`BEYOND`), REPRODUCTION.md the claims, `run` the figures. The figure writers import
-matplotlib when they draw, so reading the catalog stays light.
+rest (`BEYOND`), REPRODUCTION.md and BEYOND.md the claims, BEYOND.md the sections (in catalog
+order), `run` the figures. The figure writers import matplotlib when they draw, so reading the
+catalog stays light.
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ import pandas as pd
 from evalstop_gym.config import SimConfig
 from evalstop_gym.experiment import Experiment, load_experiment
 
-from .analysis import paper_claims
+from .analysis import (
+    base_rate,
+    corpus_tables,
+    noise_sweep,
+    paper_claims,
+    replayed_trace,
+    seed_power,
+)
 from .analysis.claims import Row
+from .analysis.section_inputs import Section
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +44,18 @@ Figures = Callable[[pd.DataFrame, Path, Reference, "SimConfig | None"], list[Pat
 
 @dataclass(frozen=True)
 class Entry:
-    """One experiment: `claims` turns its runs into the paper's figures with verdicts;
-    `figures` draws the paper's figures from its runs (written under a directory)."""
+    """One experiment: `claims` turns its runs into its report's stated figures with verdicts;
+    `figures` draws the paper's figures from its runs (written under a directory); `section`
+    renders its part of BEYOND.md, whose opening counts the seeds of the sections that do not
+    state their own (`states_seeds`)."""
 
     name: str
     report: str
     claims: Claims | None = None
     figures: Figures | None = None
     validates_calibration: bool = False   # its claims are checked after a calibration
+    section: Section | None = None
+    states_seeds: bool = False
 
     def load(self) -> Experiment:
         return load_experiment(self.name)
@@ -97,11 +110,13 @@ CATALOG: dict[str, Entry] = {e.name: e for e in (
     Entry("e6", PAPER, paper_claims.e6, _fig4),
     Entry("e7", PAPER, paper_claims.e7, _fig5a),
     Entry("e8", PAPER, paper_claims.e8, _fig5b),
-    Entry("e7x", BEYOND_PAPER),
-    Entry("e8x", BEYOND_PAPER),
-    Entry("e2x", BEYOND_PAPER),
-    Entry("philly", BEYOND_PAPER),
-    Entry("e9", BEYOND_PAPER),
+    Entry("e7x", BEYOND_PAPER, noise_sweep.claims, section=noise_sweep.section),
+    Entry("e8x", BEYOND_PAPER, section=base_rate.section),
+    Entry("e2x", BEYOND_PAPER, seed_power.claims, section=seed_power.section,
+          states_seeds=True),
+    Entry("philly", BEYOND_PAPER, section=replayed_trace.section, states_seeds=True),
+    Entry("e9", BEYOND_PAPER, corpus_tables.claims, section=corpus_tables.section,
+          states_seeds=True),
 )}
 MATRIX = tuple(n for n, e in CATALOG.items() if e.report == PAPER)        # the paper's E1-E8
 BEYOND = tuple(n for n, e in CATALOG.items() if e.report == BEYOND_PAPER)

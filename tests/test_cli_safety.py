@@ -349,12 +349,13 @@ def test_replay_shows_progress_on_stderr(log_csv, capsys):
 # --- reports from missing inputs, and the shipped corpus ------------------------------------
 
 def test_beyond_refuses_a_folder_without_its_runs_and_keeps_the_old_file(tmp_path, capsys):
+    from evalstop_gym.benchmarks.catalog import BEYOND
     from evalstop_gym.benchmarks.report import beyond
 
     (tmp_path / "BEYOND.md").write_text("the old report\n")
     assert beyond.main([str(tmp_path / "no-such-results"), "--root", str(tmp_path)]) == 2
     err = one_line_error(capsys)
-    assert "holds none of e7x, e8x, e2x's runs.csv" in err and "left as it was" in err
+    assert f"holds none of {', '.join(BEYOND)}'s runs.csv" in err and "left as it was" in err
     assert (tmp_path / "BEYOND.md").read_text() == "the old report\n"
     assert not (tmp_path / "figures").exists()
 

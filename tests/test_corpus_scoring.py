@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from evalstop_gym.benchmarks.analysis.corpus_tables import corpus_section, target_lines
 from evalstop_gym.benchmarks.corpus.scoring import (
     eval_index,
     score_corpus,
     score_run,
     summarise_corpus,
 )
-from evalstop_gym.benchmarks.corpus.tables import corpus_section, target_lines
 from evalstop_gym.traces.corpus import corpus_file, load_family
 
 
@@ -62,7 +62,7 @@ def _corpus() -> pd.DataFrame:
 
 def test_the_why_paragraph_appears_only_when_a_recall_target_is_missed() -> None:
     """Its eval counts come from eval_points for e9's densities, not typed in."""
-    from evalstop_gym.benchmarks.corpus.tables import e9_setup
+    from evalstop_gym.benchmarks.analysis.corpus_tables import e9_setup
     from evalstop_gym.sim.workload import eval_points
 
     provenance = corpus_file("reward").parent / "provenance.json"

@@ -165,7 +165,8 @@ def test_median_pruner_learns_only_from_completed_jobs_of_the_same_type():
 def test_beyond_analysis_from_a_runs_frame(tmp_path):
     import pandas as pd
 
-    from evalstop_gym.benchmarks.report import beyond
+    from evalstop_gym.benchmarks.analysis import noise_sweep
+    from evalstop_gym.benchmarks.analysis.beyond_figures import noise_figure
 
     rows = []
     for sigma in (0.05, 0.10):
@@ -176,10 +177,10 @@ def test_beyond_analysis_from_a_runs_frame(tmp_path):
                 for det, fpr, recall in (("CUSUM-0-3", 0.02, 0.85), ("Patience-3", 0.3, 0.9)):
                     rows.append({"label": f"{det}@{model}", "value": sigma, "seed": seed,
                                  "jct": 900.0, "precision": 0.9, "recall": recall, "fpr": fpr})
-    summary = beyond.summarise(pd.DataFrame(rows))
+    summary = noise_sweep.summarise(pd.DataFrame(rows))
     assert summary["jct_gain"].round(6).eq(0.1).all()
-    assert "CUSUM-0-3" in beyond.beyond_table(summary)
-    assert beyond.bar_finding(summary).startswith("**Bar met**")
-    assert beyond.best_under_fpr(summary, "ar1", 0.10)["detector"] == "CUSUM-0-3"
-    paths = beyond.noise_figure(summary, tmp_path)
+    assert "CUSUM-0-3" in noise_sweep.beyond_table(summary)
+    assert noise_sweep.bar_finding(summary).startswith("**Bar met**")
+    assert noise_sweep.best_under_fpr(summary, "ar1", 0.10)["detector"] == "CUSUM-0-3"
+    paths = noise_figure(summary, tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)

@@ -14,7 +14,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from evalstop_gym.benchmarks import catalog
-from evalstop_gym.benchmarks.analysis import figures
+from evalstop_gym.benchmarks.analysis import beyond_figures, figures, noise_models
 from evalstop_gym.benchmarks.analysis.figure_style import (
     NA_GID,
     REFERENCE_GID,
@@ -110,7 +110,7 @@ def precision_runs() -> pd.DataFrame:
 
 def noise_summary() -> pd.DataFrame:
     rows = [{"noise": n, "detector": d, "sigma": s, "precision": 0.5 + s, "fpr": s / 2}
-            for n in beyond.NOISE_MODELS for d in ("EvalStop-2", "CUSUM-0-3", "MedianPruner")
+            for n in noise_models.NOISE_MODELS for d in ("EvalStop-2", "CUSUM-0-3", "MedianPruner")
             for s in (0.05, 0.1)]
     return pd.DataFrame(rows)
 
@@ -135,8 +135,8 @@ WRITERS = {
     "fig5b_precision_vs_base_rate": lambda cfg, d: catalog.CATALOG["e8"].figures(
         precision_runs(), d, E7_REF, cfg),
     "results_e2": lambda cfg, d: figures.results_figure(e2_runs(), d, "e2", E6_REF),
-    "beyond_noise": lambda cfg, d: beyond.noise_figure(noise_summary(), d),
-    "beyond_corpus": lambda cfg, d: beyond.corpus_figure(corpus_summary(), d),
+    "beyond_noise": lambda cfg, d: beyond_figures.noise_figure(noise_summary(), d),
+    "beyond_corpus": lambda cfg, d: beyond_figures.corpus_figure(corpus_summary(), d),
 }
 
 
@@ -175,8 +175,8 @@ DRAWERS = {
         E6_REF),
     "fig5": lambda cfg: figures.draw_fig5(precision_runs(), "hacking base rate", True, E7_REF),
     "results": lambda cfg: figures.draw_results(e2_runs(), "e2", E6_REF),
-    "beyond_noise": lambda cfg: beyond.draw_noise(noise_summary()),
-    "beyond_corpus": lambda cfg: beyond.draw_corpus(corpus_summary()),
+    "beyond_noise": lambda cfg: beyond_figures.draw_noise(noise_summary()),
+    "beyond_corpus": lambda cfg: beyond_figures.draw_corpus(corpus_summary()),
 }
 
 

@@ -146,7 +146,7 @@ def test_paired_p_sees_a_small_steady_gain_that_welch_misses():
 def test_seed_power_section_reports_both_tests_per_cell():
     import pandas as pd
 
-    from evalstop_gym.benchmarks.report.beyond import seed_power, seed_power_section
+    from evalstop_gym.benchmarks.analysis.seed_power import seed_power, seed_power_section
 
     rows = []
     for seed in range(8):

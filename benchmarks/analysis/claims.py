@@ -6,6 +6,7 @@ sign of the effect agrees but its size does not, or a stated change is not signi
 seeds: p >= ALPHA by the paired t-test over the seeds the cell and its reference share, Welch's
 only where they share fewer than two), `not reproduced` (with the measured number). A figure that
 a constant was tuned to match is a `fit` when it holds (`as_fit`): agreement there tests nothing.
+BEYOND.md's claims about its own runs have no paper figure behind them: they `hold` or `fail`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ Runs = Mapping[str, pd.DataFrame]
 SRTF, EVAL2 = "SRTF-Est", "EvalStop-2+SRTF-Est"
 REPRO, SAME, NOT, FIT = "reproduced", "same direction", "not reproduced", "fit"
 VERDICTS = (REPRO, FIT, SAME, NOT)
+HOLDS, FAILS = "holds", "fails"   # a claim BEYOND.md states about its own runs
+STATED_VERDICTS = (HOLDS, FAILS)
 ALPHA = 0.05   # a stated change is established when its p is below this (or nothing varies)
 
 
@@ -141,6 +144,11 @@ def as_fit(row: Row, tuned: str) -> Row:
 def check(exp: str, claim: str, paper: str, ours: str, ok: bool, why: str) -> Row:
     """A stated direction or ordering: reproduced or not."""
     return Row(exp, claim, paper, ours, REPRO if ok else NOT, why)
+
+
+def holds(exp: str, claim: str, stated: str, ours: str, ok: bool, why: str) -> Row:
+    """A claim BEYOND.md states about its runs (no paper figure behind it): it holds or not."""
+    return Row(exp, claim, stated, ours, HOLDS if ok else FAILS, why)
 
 
 def trend(runs: pd.DataFrame, metric: str, policy: str) -> list[tuple[float, Stat]]:

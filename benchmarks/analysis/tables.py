@@ -43,6 +43,11 @@ def fmt_p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def pct(x: float | None) -> str:
+    """A share as a percentage with one decimal; "n/a" when there is none."""
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+
 def fmt_value(value: Any) -> str:
     """A swept value in full ('0.05', '2', 'uniform'), '–' when the cell has none."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":

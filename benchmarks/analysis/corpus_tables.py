@@ -1,10 +1,10 @@
 """BEYOND.md's section on real training curves: functions from scores and runs to markdown (the
 description's seeds, jobs and eval counts are read from the runs and configs/e9.yaml).
 
-Inputs: `scoring.summarise_corpus` (every detector on every corpus run, run by run), the e9 runs
-(`configs/e9.yaml`: simulated jobs drawing corpus curves, and the synthetic E2 workload at sigma
-0.05 and under AR(1) rho 0.5 sigma 0.10, at each eval density) and the Gao fit in the corpus's
-provenance file.
+Inputs: `corpus.scoring.summarise_corpus` (every detector on every corpus run, run by run),
+the e9 runs (`configs/e9.yaml`: simulated jobs drawing corpus curves, and the synthetic E2
+workload at sigma 0.05 and under AR(1) rho 0.5 sigma 0.10, at each eval density) and the Gao fit
+in the corpus's provenance file.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.tables import to_markdown
+from .claims import Row, holds
+from .section_inputs import SectionInputs
+from .tables import pct, to_markdown
 
 GROUPS = {"supervised": "supervised corpus (digits MLPs; declining = overfitting)",
           "reward": "reward over-optimisation corpus",
@@ -27,10 +29,6 @@ DENSITIES = ("native", "5%", "10%", "15%")
 HEADLINE = "DeclineTest-0.05"
 ALPHA = float(HEADLINE.rpartition("-")[2])   # its false-alarm budget
 FPR_BAR, RECALL_BAR, LOST_BAR, E2_RECALL_BAR = 0.05, 0.80, 0.01, 0.95
-
-
-def pct(x: float) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
 
 def e9_summary(runs: pd.DataFrame) -> pd.DataFrame:
@@ -255,3 +253,30 @@ def corpus_section(corpus: pd.DataFrame, e9: pd.DataFrame | None, provenance: Pa
                   ""]
     parts += ["### Gao's functional form on the reward runs\n", *gao_lines(provenance), ""]
     return "\n".join(parts)
+
+
+def section(runs: pd.DataFrame | None, inputs: SectionInputs) -> str:
+    """The whole section, with the corpus's figure (drawn into `inputs.figures_dir`); without
+    e9's runs, the corpus's tables alone."""
+    from evalstop_gym.traces.corpus import corpus_file
+
+    from .beyond_figures import corpus_figure
+
+    corpus = inputs.corpus()
+    text = corpus_section(corpus, None if runs is None else e9_summary(runs),
+                          corpus_file("reward").parent / "provenance.json")
+    inputs.drawn += corpus_figure(corpus, inputs.figures_dir)
+    return text.replace("### (a) The corpus's runs, one by one\n",
+                        "### (a) The corpus's runs, one by one\n\n"
+                        "![false stops vs evals per run](figures/beyond_corpus.png)\n", 1)
+
+
+def claims(runs: pd.DataFrame, name: str = "e9") -> list[Row]:
+    """What the section says of DeclineTest where its assumption holds: under Gaussian noise its
+    false stops stay within its alpha, at every density."""
+    e9 = e9_summary(runs)
+    fpr = e9[(e9["detector"] == HEADLINE) & (e9["group"] == "gauss0.05")]["fpr"]
+    worst = float(fpr.max()) if len(fpr) else math.nan
+    return [holds(name, f"{HEADLINE}'s false stops under Gaussian noise, where its assumption "
+                  "holds, stay within its alpha", f"FPR <= {pct(ALPHA)}", f"at most {pct(worst)}",
+                  len(fpr) > 0 and worst <= ALPHA, f"every density, {GROUPS['gauss0.05']}")]
