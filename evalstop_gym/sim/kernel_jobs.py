@@ -5,8 +5,8 @@ The arithmetic is not written here: a phase's cost and length and the job's work
 `transitions.py`'s functions, the keys and stop rules `rules.py`'s, the progress `pace.py`'s;
 `Cluster` calls the same functions on its `Job` records. What is left is which array entry each
 input comes from and each result goes to. Each function takes the arrays it reads one by one:
-numba passes a NamedTuple of arrays by value and counts a reference to each array it binds, which
-made steps that took the whole cluster several times slower (measured).
+steps that took the whole cluster as NamedTuples of arrays made the compiled loop several times
+slower (measured; see `native_kernel`).
 """
 
 from __future__ import annotations
