@@ -31,6 +31,7 @@ import pandas as pd
 
 from evalstop_gym.online import MonitorGroup, RunMonitor
 from evalstop_gym.policies import make_detector
+from evalstop_gym.sim.checkpoint import best_eval
 from evalstop_gym.sim.workload import eval_points
 from evalstop_gym.traces.corpus import FAMILIES, CorpusRun, at_progress, corpus_file, load_family
 
@@ -86,7 +87,7 @@ def first_stop(group: MonitorGroup, run: CorpusRun, idx: np.ndarray) -> int | No
 
 def kept_test_score(run: CorpusRun, idx: np.ndarray, n: int) -> float:
     """Test score of the best-eval checkpoint among the first n kept evals (stop-and-save)."""
-    best = idx[:n][int(np.argmax(run.eval_score[idx[:n]]))]
+    best = idx[:n][best_eval(run.eval_score[idx[:n]])]
     return float(run.test_score[best])
 
 
