@@ -19,7 +19,7 @@ from .allocation import checked_allocation
 from .checks import check_work, merge_checks
 from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
-from .kernel import EventQueue, SimulationError
+from .kernel import ARRIVAL, PHASE_END, EventQueue, SimulationError
 from .protocols import Allocation, Planner, Policy, StopDecision, capabilities, checked_decision
 from .transitions import (
     CHECK,
@@ -33,8 +33,6 @@ from .transitions import (
     sliced_speed,
 )
 from .view import ClusterView, SchedulerJobView, make_view
-
-ARRIVAL, PHASE_END = 1, 0   # at equal times, phase ends are handled before arrivals
 
 
 class CheckRequest(NamedTuple):

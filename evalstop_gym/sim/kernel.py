@@ -9,6 +9,8 @@ from __future__ import annotations
 import heapq
 from typing import Any, NamedTuple
 
+ARRIVAL, PHASE_END = 1, 0   # event kinds, and their priorities: at equal times, phase ends first
+
 
 class Event(NamedTuple):
     time: float

@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import rules
-from .cluster import ARRIVAL, PHASE_END
 from .jit import njit
+from .kernel import ARRIVAL, PHASE_END
 from .kernel_jobs import (
     after_check,
     attained_service,
