@@ -21,6 +21,7 @@ from .gpus import GpuPool
 from .jobs import Job, JobState, Observation, Phase
 from .kernel import ARRIVAL, PHASE_END, EventQueue, SimulationError
 from .protocols import Allocation, Planner, Policy, StopDecision, capabilities, checked_decision
+from .shown import ShownJobs
 from .transitions import (
     CHECK,
     COMPLETE,
@@ -32,7 +33,7 @@ from .transitions import (
     phase_minutes,
     sliced_speed,
 )
-from .view import ClusterView, SchedulerJobView, make_view
+from .view import ClusterView, SchedulerJobView
 
 
 class CheckRequest(NamedTuple):
@@ -50,9 +51,9 @@ class ScheduleRequest(NamedTuple):
 class Cluster:
     """One run of the platform over a fixed list of jobs.
 
-    Every change to a job is noted in a change log (one job id per entry). `run` uses it to offer
-    a scheduler that has a `plan` attribute (see `PriorityScheduler`) only the jobs that changed
-    since its last pass, as plain views, instead of every job at every pass.
+    Every change to a job is noted (`ShownJobs`), so `run` offers a scheduler that has a `plan`
+    attribute (see `PriorityScheduler`) only the jobs that changed since its last pass, as plain
+    views, instead of every job at every pass.
     """
 
     def __init__(self, config: SimConfig, jobs: list[Job],
@@ -72,10 +73,8 @@ class Cluster:
         self._pending: CheckRequest | ScheduleRequest | None = None
         self._pending_job: Job | None = None
         self._finished: list[SchedulerJobView] = []
-        self._log: list[int] = []                       # ids of jobs as they change
-        self._plan_cursor = 0                            # log length at the planner's last pass
-        self._stamp = [-1] * len(jobs)                  # log length at each job's last change
-        self._views: dict[int, tuple[int, SchedulerJobView]] = {}  # cache of idle jobs' views
+        self.shown = ShownJobs(jobs)
+        self._touch = self.shown.touch
         self._run_seq: dict[int, int] = {}              # start order of the running jobs
         self._starts = 0
         self._lazy = False                               # pending pass built without views
@@ -160,7 +159,8 @@ class Cluster:
         `schedule`, for less work. One planner per run (it keeps an index of the jobs)."""
         if not isinstance(self._pending, ScheduleRequest):
             raise SimulationError("answer_with_plan called with no scheduling pass pending")
-        self.answer_schedule(self._plan(planner, self._pending.cluster))
+        self.answer_schedule(self.shown.plan(planner, self._pending.cluster, self._run_seq,
+                                             self._visible))
 
     def planner_for(self, policy: Any) -> Planner | None:
         """`policy.plan` when it offers one and this cluster can use it (homogeneous GPUs).
@@ -193,20 +193,6 @@ class Cluster:
             if self._finished:
                 for view in self.pop_finished():
                     policy.on_job_end(view)
-
-    def _plan(self, planner: Planner, cluster: ClusterView) -> Allocation:
-        """Ask `planner` for this pass, with fresh views of the jobs changed since its last."""
-        start, self._plan_cursor = self._plan_cursor, len(self._log)
-        changed = dict.fromkeys(self._log[start:])
-        running = self._run_seq
-        changes = [(self._view(self.jobs[jid]), running.get(jid, -1)) for jid in changed]
-        gen = planner(cluster, changes, start == 0)
-        try:
-            jid = next(gen)
-            while True:
-                jid = gen.send(self._view(self._visible(jid)))
-        except StopIteration as done:
-            return done.value
 
     def _visible(self, job_id: Any) -> Job:
         """A job a planner may be shown: one that has arrived and not ended (waiting or running),
@@ -243,21 +229,7 @@ class Cluster:
         return self._view(self.jobs[job_id])
 
     def _view(self, job: Job) -> SchedulerJobView:
-        """`make_view` at now, reusing the last view of a job idle and unchanged since."""
-        if job.phase != Phase.IDLE:
-            return make_view(job, self.queue.now)
-        stamp = self._stamp[job.job_id]
-        cached = self._views.get(job.job_id)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        view = make_view(job, self.queue.now)
-        self._views[job.job_id] = (stamp, view)
-        return view
-
-    def _touch(self, job_id: int) -> None:
-        """Note that a job changed (its cached view is stale; planners must re-view it)."""
-        self._stamp[job_id] = len(self._log)
-        self._log.append(job_id)
+        return self.shown.view(job, self.queue.now)
 
     # ------------------------------------------------------------------ events
 
