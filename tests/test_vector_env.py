@@ -253,7 +253,8 @@ def test_every_core_row_is_the_single_env_bit_for_bit(core, config, base, overri
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"control": "full"}, "vectorization_mode='sync'"),
+    ({"control": "both"}, "control='both': choose one of stop, full"),
+    ({"max_jobs": 0}, r"max_jobs=0: expected a whole number in \[1, 4096\]"),
     ({"engine": "fast"}, "engine='fast'"),
     ({"num_envs": 0}, r"num_envs=0: expected a whole number in \[1, 4096\]"),
     ({"num_envs": 5000}, "num_envs=5000"),
