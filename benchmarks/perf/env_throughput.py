@@ -35,6 +35,9 @@ from .vector_throughput import (
 )
 
 ENV_ID = "EvalStopCluster-v0"
+# the bytes table's largest N: rows are sized per env (the compiled core's by the largest
+# workload among them), and tracemalloc slows the 256 resets of N=256 to minutes
+BYTES_ENVS = 64
 
 
 def steps_per_second(env: gym.Env, act: Callable[[Any], Any], seconds: float) -> float:
@@ -77,9 +80,9 @@ def vector_rows(args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str
 
 
 def bytes_table(args: argparse.Namespace, overrides: dict[str, Any]) -> str:
-    """Each core's bytes of state per env at the largest --sizes N, after a reset of every env
-    (see `state_bytes` for what the two columns count)."""
-    n = max(args.sizes)
+    """Each core's bytes of state per env at the largest --sizes N up to BYTES_ENVS, after a
+    reset of every env (see `state_bytes` for what the two columns count)."""
+    n = min(max(args.sizes), BYTES_ENVS)
     lines = [f"{f'bytes of state per env (N={n}, after reset)':<60} {'array':>10} "
              f"{'traced':>10}"]
     for control, engine in (("stop", "auto"), ("stop", "python"), ("full", "auto")):
