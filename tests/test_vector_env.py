@@ -183,6 +183,13 @@ def test_reset_mask_resets_only_the_masked_envs():
     for key in obs:
         same_bits(obs[key][0], stepped[key][0])
         same_bits(obs[key][1], fresh[key])
+    theirs = sync(2)   # infos from the reset envs only, as SyncVectorEnv gives them
+    theirs.reset(seed=0)
+    for _ in range(5):
+        theirs.step(np.zeros(2, int))
+    assert_same_infos(info, theirs.reset(seed=[None, 1],
+                                         options={"reset_mask": np.array([False, True])})[1])
+    assert info["_action_mask"].tolist() == [False, True]
 
 
 def test_infos_are_plain_arrays_with_masks():
