@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from evalstop_gym.benchmarks.perf import env_throughput
+from evalstop_gym.benchmarks.perf.state_bytes import array_nbytes, state_bytes
 from evalstop_gym.benchmarks.perf.vector_throughput import PPOTiming, ppo_table
+from evalstop_gym.env import ReferenceBatch
 
 TINY = ["--seconds", "0.02", "--sizes", "1", "3", "--reference-size", "2",
         "--set", "workload.n_jobs=12"]
@@ -18,14 +20,41 @@ def test_the_benchmark_prints_every_row(capsys):
                          "--rollout", "32"])
     out = capsys.readouterr().out
     for row in ("CartPole-v1 (random)", "EvalStopCluster-v0 stop", "EvalStopCluster-v0 full",
-                "vector env N=1 engine=auto", "vector env N=3 engine=auto",
-                "vector env N=2 engine=python (ReferenceBatch)",
+                "vector stop N=1 engine=auto", "vector stop N=3 engine=auto",
+                "vector stop N=2 engine=python (ReferenceBatch)",
+                "vector full N=1 engine=auto (ReferenceFullBatch)",
+                "vector full N=3 engine=auto (ReferenceFullBatch)",
+                "bytes of state per env (N=3, after reset)",
+                "ReferenceFullBatch control=full engine=auto",
+                "ReferenceBatch control=stop engine=python",
                 "CartPole-v1 SyncVectorEnv N=1", "CartPole-v1 SyncVectorEnv N=3",
                 "single env (n_envs=1, n_steps=32)", "vector env (N=4, n_steps=8)",
                 "collect per sample, single / vector", "samples/s end to end, vector / single"):
         assert row in out, row
-    table = out.split("PPO run")[0].strip().splitlines()
-    assert len(table) == 1 + 3 + 3 + 2   # heading, single envs, vector envs, CartPole vectors
+    table = out.split("bytes of state per env")[0].strip().splitlines()
+    # heading, single envs, vector envs (stop at 2 sizes and the reference, full at 2 sizes),
+    # CartPole vectors
+    assert len(table) == 1 + 3 + 5 + 2
+    state = out.split("bytes of state per env")[1].split("PPO run")[0].strip().splitlines()
+    assert len(state) == 1 + 3 and all(float(line.split()[-1]) > 0 for line in state[1:])
+
+
+def test_array_bytes_count_each_array_the_core_holds_once():
+    """The reference core holds its batched buffers as arrays (its single envs are objects):
+    exactly their bytes; a buffer listed twice is counted once."""
+    core = ReferenceBatch(3, "e2", **{"workload.n_jobs": 12})
+    buffers = sum(a.nbytes for a in core.obs.values()) + core.reward.nbytes \
+        + core.terminated.nbytes
+    assert array_nbytes(core) == buffers
+    core.alias = [core.reward, (core.reward,)]
+    assert array_nbytes(core) == buffers
+
+
+def test_traced_bytes_grow_with_the_workload():
+    """tracemalloc sees the jobs a reset makes: a workload 4x larger keeps more per env."""
+    small, large = (state_bytes(lambda k, n=n: ReferenceBatch(k, "e2", **{"workload.n_jobs": n}),
+                                2) for n in (10, 40))
+    assert small.core == "ReferenceBatch" and 0 < small.traced < large.traced
 
 
 def test_ppo_table_reports_the_ratios():

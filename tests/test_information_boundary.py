@@ -184,3 +184,49 @@ def test_detectors_that_learn_from_ended_runs_see_only_views(small_config, name)
             detector.on_job_end(view)
             ended += 1
     assert ended == small_config.workload.n_jobs
+
+
+def test_the_full_control_vector_env_observes_no_hidden_truth(monkeypatch):
+    """control="full", batched: with every hidden label, peak and true curve moved and the same
+    actions, no observation row and no action mask moves (through autoresets), while the
+    reward, which uses the truth, does; infos hold masks and end-of-episode metrics only."""
+    import importlib
+
+    import gymnasium as gym
+
+    import evalstop_gym  # noqa: F401  (registers the env)
+
+    simulate_module = importlib.import_module("evalstop_gym.simulate")
+    original = simulate_module.generate_workload
+
+    def run(scramble: bool) -> tuple[list, list, list]:
+        def workload(config, seed):
+            jobs = original(config, seed)
+            for job in jobs if scramble else ():
+                job.is_hacking, job.peak_progress = not job.is_hacking, 1.0 - job.peak_progress
+                job.eval_true = job.eval_true[::-1].copy()
+            return jobs
+
+        monkeypatch.setattr(simulate_module, "generate_workload", workload)
+        venv = gym.make_vec("EvalStopCluster-v0", num_envs=3, control="full", max_jobs=8,
+                            vectorization_mode="vector_entry_point", **{"workload.n_jobs": 12})
+        space, rng = venv.single_action_space, np.random.default_rng(1)
+        obs, info = venv.reset(seed=4)
+        seen, masks, rewards = [obs], [venv.action_masks()], []
+        for _ in range(120):
+            space.seed(int(rng.integers(2**31)))
+            actions = np.stack([space.sample(mask=m) for m in info["action_mask"]])
+            obs, reward, _, _, info = venv.step(actions)
+            assert set(info) <= {"action_mask", "_action_mask", "metrics", "_metrics",
+                                 "reward_terms", "_reward_terms"}
+            seen.append(obs)
+            masks.append(venv.action_masks())
+            rewards.append(reward)
+        return seen, masks, rewards
+
+    plain, scrambled = run(False), run(True)
+    for a, b in zip(plain[0], scrambled[0], strict=True):
+        assert all(a[k].tobytes() == b[k].tobytes() for k in a)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(plain[1], scrambled[1], strict=True))
+    assert any(a.tobytes() != b.tobytes() for a, b in zip(plain[2], scrambled[2], strict=True)), \
+        "the moved truth never reached the reward: the test would prove nothing"

@@ -35,6 +35,16 @@ def same_obs(a, b):
         same_bits(a[key], b[key])
 
 
+def step_both(mine, theirs, actions):
+    """Step both VecEnvs alike; their observations, rewards and dones must be equal bits."""
+    obs_a, rew_a, done_a, infos_a = mine.step(actions)
+    obs_b, rew_b, done_b, infos_b = theirs.step(actions)
+    same_obs(obs_a, obs_b)
+    same_bits(rew_a, rew_b)
+    same_bits(done_a, done_b)
+    return done_a, infos_a, infos_b
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("config,base", [("e2", "SRTF-Est"), ("e3", "FIFO")])
 def test_the_adapter_gives_dummy_vec_envs_episodes(engine, config, base):
@@ -45,11 +55,7 @@ def test_the_adapter_gives_dummy_vec_envs_episodes(engine, config, base):
     rng, ended = np.random.default_rng(4), 0
     for _ in range(150):
         actions = rng.integers(0, 2, 3)
-        obs_a, rew_a, done_a, infos_a = mine.step(actions)
-        obs_b, rew_b, done_b, infos_b = theirs.step(actions)
-        same_obs(obs_a, obs_b)
-        same_bits(rew_a, rew_b)
-        same_bits(done_a, done_b)
+        done_a, infos_a, infos_b = step_both(mine, theirs, actions)
         for info_a, info_b in zip(infos_a, infos_b, strict=True):
             for key, value in info_a.items():
                 if key == "terminal_observation":
@@ -113,12 +119,18 @@ def test_ppo_learns_on_the_adapter_and_logs_episode_metrics():
     assert model.num_timesteps == 512 and callback.ended >= 8
 
 
-def test_maskable_ppo_learns_through_masked_vec_normalize():
-    venv = MaskedVecNormalize(VectorEnvAdapter.make(4, seed=10_000, **SMALL))
+def trained_maskable_ppo(**kwargs):
+    """MaskablePPO after 256 steps on 4 clusters behind MaskedVecNormalize."""
+    venv = MaskedVecNormalize(VectorEnvAdapter.make(4, seed=10_000, **kwargs))
     model = MaskablePPO("MultiInputPolicy", venv, n_steps=32, batch_size=64, n_epochs=1,
                         seed=0, device="cpu")
     model.learn(256)
     assert model.num_timesteps == 256
+    return venv, model
+
+
+def test_maskable_ppo_learns_through_masked_vec_normalize():
+    venv, model = trained_maskable_ppo(**SMALL)
     obs = venv.reset()
     actions, _ = model.predict(obs, action_masks=get_action_masks(venv), deterministic=True)
     assert actions.shape == (4,)
@@ -154,3 +166,60 @@ def test_the_adapter_takes_one_action_per_env_and_none_after_close():
     adapter.close()
     with pytest.raises(RuntimeError, match=r"^step\(\) after close\(\): the env is closed"):
         adapter.step(np.zeros(4, dtype=np.int64))
+
+
+FULL = {**SMALL, "control": "full", "max_jobs": 8}
+
+
+def flat_to_components(flat, space):
+    return tuple(np.split(flat.astype(np.int8), np.cumsum(space.nvec)[:-1]))
+
+
+@pytest.mark.parametrize("config,base", [("e2", "SRTF-Est"), ("e3", "FIFO")])
+def test_the_full_control_adapter_gives_dummy_vec_envs_episodes_and_masks(config, base):
+    """control="full": observations, rewards, dones, infos (the single env's mask tuples) and
+    MaskablePPO's stacked masks as DummyVecEnv over single full-control envs."""
+    kwargs = {"config": config, "base_scheduler": base, **FULL}
+    mine = VectorEnvAdapter.make(3, seed=21, **kwargs)
+    theirs = make_vec_env("EvalStopCluster-v0", n_envs=3, seed=21, env_kwargs=kwargs)
+    same_obs(mine.reset(), theirs.reset())
+    space, rng, ended = mine.action_space, np.random.default_rng(4), 0
+    for _ in range(150):
+        masks = get_action_masks(mine)
+        same_bits(masks, get_action_masks(theirs))
+        space.seed(int(rng.integers(2**31)))
+        actions = np.stack([space.sample(mask=flat_to_components(m, space)) for m in masks])
+        done_a, infos_a, infos_b = step_both(mine, theirs, actions)
+        for info_a, info_b in zip(infos_a, infos_b, strict=True):
+            assert len(info_a["action_mask"]) == len(info_b["action_mask"]) == 9
+            for part_a, part_b in zip(info_a["action_mask"], info_b["action_mask"], strict=True):
+                same_bits(part_a, part_b)
+            if "terminal_observation" in info_b:
+                same_obs(info_a["terminal_observation"], info_b["terminal_observation"])
+                assert info_a["metrics"] == pytest.approx(info_b["metrics"], rel=0, abs=0,
+                                                          nan_ok=True)
+            assert "job_id" not in info_a
+        ended += int(done_a.sum())
+    assert ended >= 3
+
+
+def test_maskable_ppo_acts_within_the_full_control_masks():
+    venv, model = trained_maskable_ppo(**FULL)
+    obs, forbidden = venv.reset(), 0
+    for _ in range(50):
+        masks = get_action_masks(venv)
+        assert masks.shape == (4, 3 * 8 + 1) and not masks.all()   # some options forbidden
+        actions, _ = model.predict(obs, action_masks=masks)
+        chosen = [np.concatenate([2 * np.arange(8) + a[:8], [16 + a[8]]]) for a in actions]
+        forbidden += sum(int((~m[c]).sum()) for m, c in zip(masks, chosen, strict=True))
+        obs, *_ = venv.step(actions)
+    assert forbidden == 0
+
+
+def test_the_full_control_adapter_refuses_bad_rows_in_one_line():
+    adapter = VectorEnvAdapter.make(2, seed=0, **FULL)
+    adapter.reset()
+    with pytest.raises(ValueError, match=r"^actions: expected integers of shape \(2, 9\)"):
+        adapter.step(np.zeros(2, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"^actions\[0, 8\]=9: the pick"):
+        adapter.step(np.array([[0] * 8 + [9], [0] * 9]))

@@ -199,9 +199,8 @@ def test_the_rl_extra_brings_tensorboard_for_sb3s_log(tmp_path):
 @pytest.mark.parametrize(("extra", "needle"), [
     (["--num-envs", "0"], "--num-envs 0: expected a whole number in [1, 4096]"),
     (["--num-envs", "4097"], "--num-envs 4097: expected a whole number in [1, 4096]"),
-    (["--num-envs", "2", "--control", "full"], "--num-envs needs --control stop"),
 ])
-def test_num_envs_out_of_range_or_with_full_control_is_a_one_line_error(capsys, extra, needle):
+def test_num_envs_out_of_range_is_a_one_line_error(capsys, extra, needle):
     tiny = [a for a in TINY if a not in ("--n-envs", "1")]
     assert cli.main(["train", *tiny, *extra]) == 2
     err = capsys.readouterr().err.strip()
@@ -224,6 +223,13 @@ def test_num_envs_trains_on_the_vector_env(tmp_path, capsys, monkeypatch):
     meta = json.loads((out / "results.json").read_text())
     assert meta["args"]["num_envs"] == 4
     assert "PPO (learned)" in capsys.readouterr().out
+    full = tmp_path / "vec_full"
+    assert cli.main(["train", *tiny, "--num-envs", "2", "--control", "full", "--algo",
+                     "maskable_ppo", "--max-jobs", "8", "--out", str(full)]) == 0
+    adapter = built[1].unwrapped
+    assert isinstance(adapter, VectorEnvAdapter) and adapter.venv.control == "full"
+    assert adapter.action_masks().shape == (2, 3 * 8 + 1)
+    assert (full / "maskable_ppo_full.zip").exists()
 
 
 @pytest.mark.parametrize(("flag", "envs"), [("--n-envs", 1), ("--n-envs", 2), ("--num-envs", 64)])

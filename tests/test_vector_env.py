@@ -183,6 +183,13 @@ def test_reset_mask_resets_only_the_masked_envs():
     for key in obs:
         same_bits(obs[key][0], stepped[key][0])
         same_bits(obs[key][1], fresh[key])
+    theirs = sync(2)   # infos from the reset envs only, as SyncVectorEnv gives them
+    theirs.reset(seed=0)
+    for _ in range(5):
+        theirs.step(np.zeros(2, int))
+    assert_same_infos(info, theirs.reset(seed=[None, 1],
+                                         options={"reset_mask": np.array([False, True])})[1])
+    assert info["_action_mask"].tolist() == [False, True]
 
 
 def test_infos_are_plain_arrays_with_masks():
@@ -253,7 +260,8 @@ def test_every_core_row_is_the_single_env_bit_for_bit(core, config, base, overri
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"control": "full"}, "vectorization_mode='sync'"),
+    ({"control": "both"}, "control='both': choose one of stop, full"),
+    ({"max_jobs": 0}, r"max_jobs=0: expected a whole number in \[1, 4096\]"),
     ({"engine": "fast"}, "engine='fast'"),
     ({"num_envs": 0}, r"num_envs=0: expected a whole number in \[1, 4096\]"),
     ({"num_envs": 5000}, "num_envs=5000"),

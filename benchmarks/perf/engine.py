@@ -206,9 +206,9 @@ def scaling(quick: bool, timeout: float, engine: str = "auto") -> list[dict[str,
 VECTOR_ENVS = 64   # the vector env's size in PERFORMANCE.md (the issue's target size)
 
 def env_steps(seconds: float = 2.0) -> dict[str, float | None]:
-    """Env steps/s with random actions, both control modes and the compiled vector env of
-    `VECTOR_ENVS` clusters (stop mode), beside CartPole-v1."""
-    from .vector_throughput import vector_steps_per_second
+    """Env steps/s with random actions, both control modes and the vector env of
+    `VECTOR_ENVS` clusters in both controls, beside CartPole-v1."""
+    from .vector_throughput import random_full_actions, vector_steps_per_second
 
     out: dict[str, float | None] = {}
     for key, make in (("stop", lambda: _make_env(control="stop")),
@@ -221,14 +221,17 @@ def env_steps(seconds: float = 2.0) -> dict[str, float | None]:
     venv = _make_vector_env(VECTOR_ENVS)
     venv.action_space.seed(0)
     out["vector"] = vector_steps_per_second(venv, venv.action_space.sample, seconds)
+    full = _make_vector_env(VECTOR_ENVS, control="full")
+    out["vector_full"] = vector_steps_per_second(full, random_full_actions(full.unwrapped),
+                                                 seconds)
     return out
 
 
-def _make_vector_env(num_envs: int) -> Any:
+def _make_vector_env(num_envs: int, control: str = "stop") -> Any:
     import gymnasium as gym
 
     importlib.import_module("evalstop_gym.env")  # registers the env and its vector entry point
-    return gym.make_vec("EvalStopCluster-v0", num_envs=num_envs,
+    return gym.make_vec("EvalStopCluster-v0", num_envs=num_envs, control=control,
                         vectorization_mode="vector_entry_point")
 
 
@@ -404,13 +407,17 @@ def tables(res: dict[str, Any]) -> list[str]:
     env = res["env_steps_per_s"]
     lines += ["", "## Env steps/s (random actions)", "",
               "The single env drives the reference engine, one decision per step; the vector "
-              f"env steps {VECTOR_ENVS} stop-mode clusters in one compiled call (env steps per "
+              f"env steps {VECTOR_ENVS} stop-mode clusters in one compiled call, and "
+              f"{VECTOR_ENVS} full-control clusters through their batch core (env steps per "
               "second, autoresets included; `python -m evalstop_gym.benchmarks.perf."
-              "env_throughput` gives every size and PPO's wall time).", "",
-              f"| stop | full | stop, vector env N={VECTOR_ENVS} | CartPole-v1 |",
-              "|---:|---:|---:|---:|",
+              "env_throughput` gives every size, each core's bytes of state per env and PPO's "
+              "wall time).", "",
+              f"| stop | full | stop, vector env N={VECTOR_ENVS} | "
+              f"full, vector env N={VECTOR_ENVS} | CartPole-v1 |",
+              "|---:|---:|---:|---:|---:|",
               f"| {_fmt(env['stop'], ',.0f')} | {_fmt(env['full'], ',.0f')} | "
-              f"{_fmt(env.get('vector'), ',.0f')} | {_fmt(env['cartpole'], ',.0f')} |", "",
+              f"{_fmt(env.get('vector'), ',.0f')} | {_fmt(env.get('vector_full'), ',.0f')} | "
+              f"{_fmt(env['cartpole'], ',.0f')} |", "",
               "## Philly trace replay", ""]
     for label, ph in (("compiled", res["philly"]), ("reference", res.get("philly_reference"))):
         lines.append(f"- {label}: " + (

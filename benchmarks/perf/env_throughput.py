@@ -1,7 +1,8 @@
-"""Env steps per second of EvalStopCluster-v0 in both modes and of its vector env at N = 1, 8,
-64, 256, beside CartPole-v1 single and gymnasium's SyncVectorEnv of CartPole at the same N, in the
-same run; with --ppo, PPO's wall time to a fixed number of steps on the single env (DummyVecEnv,
-n_envs=1) against the vector env (N=64), split into rollout collection and gradient updates.
+"""Env steps per second of EvalStopCluster-v0 in both modes and of its vector env in both
+controls at N = 1, 8, 64, 256, beside CartPole-v1 single and gymnasium's SyncVectorEnv of CartPole
+at the same N, in the same run; the bytes of state per env of each batch core (`state_bytes`);
+with --ppo, PPO's wall time to a fixed number of steps on the single env (DummyVecEnv, n_envs=1)
+against the vector env (N=64), split into rollout collection and gradient updates.
 
 A benchmark, not a timed test: numbers depend on the machine and its load, so the ratio to
 CartPole (measured in the same process, same minute) is the figure to compare across machines.
@@ -24,9 +25,19 @@ from evalstop_gym.env.batch_core import MAX_ENVS
 from evalstop_gym.env.vector import EvalStopClusterVectorEnv
 
 from ..usage import parse_overrides
-from .vector_throughput import ppo_table, ppo_timing, random_stops, vector_steps_per_second
+from .state_bytes import state_bytes
+from .vector_throughput import (
+    ppo_table,
+    ppo_timing,
+    random_full_actions,
+    random_stops,
+    vector_steps_per_second,
+)
 
 ENV_ID = "EvalStopCluster-v0"
+# the bytes table's largest N: rows are sized per env (the compiled core's by the largest
+# workload among them), and tracemalloc slows the 256 resets of N=256 to minutes
+BYTES_ENVS = 64
 
 
 def steps_per_second(env: gym.Env, act: Callable[[Any], Any], seconds: float) -> float:
@@ -44,17 +55,20 @@ def steps_per_second(env: gym.Env, act: Callable[[Any], Any], seconds: float) ->
 
 
 def vector_rows(args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str, float]:
-    """The vector env at each --sizes N (engine auto; python at --reference-size), CartPole's
-    SyncVectorEnv at the same N."""
+    """The vector env at each --sizes N in both controls (engine auto; control="stop" also with
+    engine python at --reference-size), CartPole's SyncVectorEnv at the same N."""
     rows = {}
-    runs = [(n, "auto") for n in args.sizes] + [(args.reference_size, "python")]
-    for n, engine in runs:
+    runs = ([("stop", n, "auto") for n in args.sizes] + [("stop", args.reference_size, "python")]
+            + [("full", n, "auto") for n in args.sizes])
+    for control, n, engine in runs:
         venv = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="vector_entry_point",
-                            config=args.config, engine=engine, **overrides)
-        assert isinstance(venv.unwrapped, EvalStopClusterVectorEnv)
-        core = type(venv.unwrapped.core).__name__
-        rows[f"vector env N={n} engine={engine} ({core})"] = vector_steps_per_second(
-            venv, random_stops(n), args.seconds)
+                            config=args.config, engine=engine, control=control, **overrides)
+        unwrapped = venv.unwrapped
+        assert isinstance(unwrapped, EvalStopClusterVectorEnv)
+        core = type(unwrapped.core).__name__
+        act = random_stops(n) if control == "stop" else random_full_actions(unwrapped)
+        rows[f"vector {control} N={n} engine={engine} ({core})"] = vector_steps_per_second(
+            venv, act, args.seconds)
         venv.close()
     for n in args.sizes:
         cartpoles = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync")
@@ -63,6 +77,22 @@ def vector_rows(args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str
             cartpoles, cartpoles.action_space.sample, args.seconds)
         cartpoles.close()
     return rows
+
+
+def bytes_table(args: argparse.Namespace, overrides: dict[str, Any]) -> str:
+    """Each core's bytes of state per env at the largest --sizes N up to BYTES_ENVS, after a
+    reset of every env (see `state_bytes` for what the two columns count)."""
+    n = min(max(args.sizes), BYTES_ENVS)
+    lines = [f"{f'bytes of state per env (N={n}, after reset)':<60} {'array':>10} "
+             f"{'traced':>10}"]
+    for control, engine in (("stop", "auto"), ("stop", "python"), ("full", "auto")):
+        def make_core(k: int, control: str = control, engine: str = engine) -> Any:
+            return EvalStopClusterVectorEnv(k, config=args.config, control=control,
+                                            engine=engine, **overrides).core
+        measured = state_bytes(make_core, n)
+        lines.append(f"{f'{measured.core} control={control} engine={engine}':<60} "
+                     f"{measured.array:>10.0f} {measured.traced:>10.0f}")
+    return "\n".join(lines)
 
 
 def ppo_comparison(args: argparse.Namespace, overrides: dict[str, Any]) -> str:
@@ -128,9 +158,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows.update(vector_rows(args, overrides))
 
     base = rows["CartPole-v1 (random)"]
-    print(f"{'env':<52} {'steps/s':>10} {'vs CartPole':>12}")
+    print(f"{'env':<60} {'steps/s':>10} {'vs CartPole':>12}")
     for name, rate in rows.items():
-        print(f"{name:<52} {rate:>10.0f} {rate / base:>12.4f}")
+        print(f"{name:<60} {rate:>10.0f} {rate / base:>12.4f}")
+    print()
+    print(bytes_table(args, overrides))
     if args.ppo:
         print()
         print(ppo_comparison(args, overrides))

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 STOP_PROBABILITY = 0.05   # the random agent's share of "stop" answers: episodes of normal length
+# control="full" asks about every running job at every pass (many per job): a far smaller share
+FULL_STOP_PROBABILITY = 0.002
 
 
 def vector_steps_per_second(venv: Any, act: Callable[[], Any], seconds: float) -> float:
@@ -32,6 +34,21 @@ def random_stops(num_envs: int, seed: int = 0) -> Callable[[], np.ndarray]:
     """Actions for `num_envs` clusters: stop with STOP_PROBABILITY, else continue."""
     rng = np.random.default_rng(seed)
     return lambda: (rng.random(num_envs) < STOP_PROBABILITY).astype(np.int64)
+
+
+def random_full_actions(venv: Any, seed: int = 0) -> Callable[[], np.ndarray]:
+    """control="full" rows for a vector env, drawn from its flat masks (`action_masks()`, what
+    MaskablePPO reads each step): each running job stopped with FULL_STOP_PROBABILITY, and the
+    pick uniform over the valid ones (0, the base's order, always among them)."""
+    rng = np.random.default_rng(seed)
+    rows = venv.single_action_space.nvec.size - 1
+
+    def act() -> np.ndarray:
+        masks = venv.action_masks()
+        stops = masks[:, 1:2 * rows:2] & (rng.random((len(masks), rows)) < FULL_STOP_PROBABILITY)
+        picks = (rng.random((len(masks), rows + 1)) * masks[:, 2 * rows:]).argmax(axis=1)
+        return np.column_stack([stops, picks]).astype(np.int64)
+    return act
 
 
 class PPOTiming(NamedTuple):

@@ -14,8 +14,8 @@ Command behind the published figures (120k env steps):
     evalstop-bench train --algo ppo --total-timesteps 120000 --out runs/ppo_stop
 
 `--num-envs 64` trains on the batched vector env (`EvalStopClusterVectorEnv` through SB3's
-`VectorEnvAdapter`) instead of DummyVecEnv over `--n-envs` single envs: the same episodes per env,
-collected many times faster where the compiled core runs them.
+`VectorEnvAdapter`, either control) instead of DummyVecEnv over `--n-envs` single envs: the same
+episodes per env, collected many times faster where the compiled core runs them (control=stop).
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="parallel training envs, one Python env each (DummyVecEnv)")
     p.add_argument("--num-envs", type=int, default=None, metavar="N",
                    help=f"train on the batched vector env instead: N clusters (1 to {MAX_ENVS}) "
-                        "stepped together, compiled where the base has a compiled form "
-                        "(control=stop)")
+                        "stepped together (either control), compiled where the base has a "
+                        "compiled form (control=stop)")
     p.add_argument("--seed", type=int, default=10_000,
                    help="training seed: torch, SB3 and env i's first workload seed (seed + i)")
     p.add_argument("--eval-seeds", type=int, nargs="+", default=list(PAPER_SEEDS),
@@ -138,9 +138,6 @@ def check_args(args: argparse.Namespace) -> None:
         if not 1 <= args.num_envs <= MAX_ENVS:
             raise UsageError(f"--num-envs {args.num_envs}: expected a whole number in "
                              f"[1, {MAX_ENVS}]")
-        if args.control != "stop":
-            raise UsageError("--num-envs needs --control stop (the vector env runs stop mode; "
-                             "use --n-envs for control=full)")
     for name in ("total_timesteps", "n_envs", "max_jobs", "torch_threads"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)}: "

@@ -4,6 +4,7 @@ agents."""
 from .agents import HeuristicAgent, TableEvalStopAgent
 from .batch_core import BatchCore, ReferenceBatch
 from .cluster_env import EvalStopClusterEnv, resolve_config
+from .full_batch import ReferenceFullBatch
 from .observation import (
     CLUSTER_FIELDS,
     JOB_FIELDS,
@@ -17,6 +18,7 @@ from .vector import EvalStopClusterVectorEnv
 
 __all__ = [
     "CLUSTER_FIELDS", "BatchCore", "EvalStopClusterEnv", "EvalStopClusterVectorEnv",
-    "HeuristicAgent", "JOB_FIELDS", "ROW_FIELDS", "ReferenceBatch", "RewardTerms",
-    "StopObservation", "TableEvalStopAgent", "TableObservation", "decode_stop", "resolve_config",
+    "HeuristicAgent", "JOB_FIELDS", "ROW_FIELDS", "ReferenceBatch", "ReferenceFullBatch",
+    "RewardTerms", "StopObservation", "TableEvalStopAgent", "TableObservation", "decode_stop",
+    "resolve_config",
 ]

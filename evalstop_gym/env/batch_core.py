@@ -5,7 +5,8 @@ and writes their observations into preallocated batched buffers, so the vector e
 adapter never touch one env at a time. Two cores share the contract `BatchCore`: `ReferenceBatch`
 (here: N single envs driven in Python, slow and obviously equal to the single env) and
 `CompiledBatch` (`compiled_batch.py`, the compiled engine). Row i of either gives bit for bit what
-a single `EvalStopClusterEnv` returns for the same seed and actions.
+a single `EvalStopClusterEnv` returns for the same seed and actions. `full_batch.ReferenceFullBatch`
+keeps the contract in control="full" (actions are rows, with their masks).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gymnasium.utils import seeding
 
 from ..config import SimConfig
 from .cluster_env import UNSEEDED_SEED_RANGE, EvalStopClusterEnv
+from .observation import TableObservation
 
 MAX_ENVS = 4096   # clusters per batch core: N x the observation's floats stay small
 
@@ -78,17 +80,22 @@ class ReferenceBatch:
     """`BatchCore` over N `EvalStopClusterEnv(control="stop")` driven in Python: the equivalence
     reference, and the core for bases without a compiled form and heterogeneous clusters."""
 
+    control = "stop"   # the single envs' control (`full_batch.ReferenceFullBatch`: "full")
+
     def __init__(self, num_envs: int, config: str | SimConfig = "e2",
                  base_scheduler: str = "SRTF-Est", monitored: Iterable[str] = ("rlhf", "dpo"),
                  milestones: Iterable[float] = (), **overrides: Any) -> None:
         self.num_envs = check_num_envs(num_envs)
-        first = EvalStopClusterEnv(config, base_scheduler, "stop", tuple(monitored),
+        first = EvalStopClusterEnv(config, base_scheduler, self.control, tuple(monitored),
                                    tuple(milestones), **overrides)
+        table: dict[str, Any] = ({"max_jobs": first.encoder.max_jobs}
+                                 if isinstance(first.encoder, TableObservation) else {})
         # the others share the first's resolved config: no N-fold config loading
         self.envs = [first] + [
-            EvalStopClusterEnv(first.config, base_scheduler, "stop", first.monitored,
-                               first.milestones) for _ in range(self.num_envs - 1)]
+            EvalStopClusterEnv(first.config, base_scheduler, self.control, first.monitored,
+                               first.milestones, **table) for _ in range(self.num_envs - 1)]
         self.single_observation_space: spaces.Dict = first.observation_space  # type: ignore
+        self.single_action_space: spaces.Space = first.action_space
         self.obs = {key: np.zeros((self.num_envs, *(space.shape or ())), dtype=space.dtype)
                     for key, space in self.single_observation_space.spaces.items()}
         self.reward = np.zeros(self.num_envs, dtype=np.float64)
@@ -109,11 +116,16 @@ class ReferenceBatch:
             self._write(i, obs, info)
             self.reward[i] = 0.0
 
+    def check_actions(self, actions: Any) -> np.ndarray:
+        """The batch's actions checked before any env moves: a one-line ValueError if not."""
+        return check_stop(actions, self.num_envs)
+
     def step(self, stop: np.ndarray) -> None:
-        actions = check_stop(stop, self.num_envs)
+        actions = self.check_actions(stop)
         self.reward[self.terminated] = 0.0
         for i in np.flatnonzero(~self.terminated).tolist():
-            obs, reward, _, _, info = self.envs[i].step(int(actions[i]))
+            obs, reward, _, _, info = self.envs[i].step(
+                actions[i] if actions.ndim == 2 else int(actions[i]))
             self._write(i, obs, info)
             self.reward[i] = reward
 

@@ -23,7 +23,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 from tqdm.auto import tqdm
 
-from .batch_core import check_stop
+from .full_batch import ReferenceFullBatch
 from .vector import EvalStopClusterVectorEnv
 
 # The paper metrics an episode's last info carries in info["metrics"], logged by default.
@@ -96,9 +96,10 @@ class VectorEnvAdapter(VecEnv):
     """SB3's `VecEnv` over `EvalStopClusterVectorEnv`'s batch core, with DummyVecEnv's conventions:
     same-step autoreset (an ended env's last observation in `info["terminal_observation"]`, the
     returned row already its next episode's first), one info dict per env (`metrics` and
-    `reward_terms` at episode end, `job_id` while running, `TimeLimit.truncated` False), float32
-    rewards, and seeds from `seed()` used once at the next `reset()`. Env i gives the episodes of
-    DummyVecEnv's env i over single envs seeded alike. `action_masks()` and
+    `reward_terms` at episode end, `job_id` while running in control="stop", `action_mask` as
+    the single env gives it, `TimeLimit.truncated` False), float32 rewards, and seeds from
+    `seed()` used once at the next `reset()`. Env i gives the episodes of DummyVecEnv's env i
+    over single envs seeded alike, in both controls. `action_masks()` and
     `env_method("action_masks")` serve MaskablePPO. Drive it or the vector env, not both."""
 
     PER_ENV = ("action_masks", "metrics", "reward_terms", "job_id")   # env_method's calls
@@ -138,8 +139,8 @@ class VectorEnvAdapter(VecEnv):
             raise RuntimeError("VectorEnvAdapter: call reset() before step() (as every VecEnv)")
         self.venv._check_open("step")
         array = np.asarray(actions)   # (num_envs,) as predict() gives, or one column of them
-        self.actions = check_stop(array[:, 0] if array.ndim == 2 and array.shape[1:] == (1,)
-                                  else array, self.num_envs)
+        self.actions = self.venv.check_actions(
+            array[:, 0] if array.ndim == 2 and array.shape[1:] == (1,) else array)
 
     def step_wait(self) -> VecEnvStepReturn:
         core = self.core
@@ -158,12 +159,15 @@ class VectorEnvAdapter(VecEnv):
 
     def _info(self, i: int) -> dict[str, Any]:
         """Env i's info as DummyVecEnv passes it on (the keys the core carries)."""
-        info: dict[str, Any] = {"action_mask": np.ones(2, dtype=np.int8),
-                                "TimeLimit.truncated": False}
+        core = self.core
+        full = isinstance(core, ReferenceFullBatch)
+        info: dict[str, Any] = {
+            "action_mask": core.gym_mask(i) if isinstance(core, ReferenceFullBatch)
+            else np.ones(2, dtype=np.int8), "TimeLimit.truncated": False}
         if self.core.terminated[i]:
             info["metrics"] = self.core.metrics(i)
             info["reward_terms"] = self.core.reward_terms(i)
-        else:
+        elif not full:   # the full-control single env names no reporting job
             info["job_id"] = self.core.job_id(i)
         return info
 
@@ -171,7 +175,7 @@ class VectorEnvAdapter(VecEnv):
         return {key: rows.copy() for key, rows in self.core.obs.items()}
 
     def action_masks(self) -> np.ndarray:
-        """(num_envs, 2) valid actions, for MaskablePPO."""
+        """Valid actions, a flat row per env (`EvalStopClusterVectorEnv.action_masks`)."""
         return self.venv.action_masks()
 
     def close(self) -> None:
@@ -179,6 +183,8 @@ class VectorEnvAdapter(VecEnv):
 
     def _call(self, name: str, i: int) -> Any:
         if name == "action_masks":
+            if isinstance(self.core, ReferenceFullBatch):
+                return self.core.flat_mask(i)
             return np.ones(2, dtype=bool)
         return getattr(self.core, name)(i)
 

@@ -1,15 +1,17 @@
-"""`EvalStopCluster-v0` batched: N stop-mode clusters behind Gymnasium's `VectorEnv` API.
+"""`EvalStopCluster-v0` batched: N clusters behind Gymnasium's `VectorEnv` API, in both controls.
 
     venv = gym.make_vec("EvalStopCluster-v0", num_envs=64, vectorization_mode="vector_entry_point")
 
-One `step` advances every cluster inside a batch core (`batch_core.py`): the compiled engine
-where the base scheduler has a compiled form, else N single envs in Python. Env i gives the same
-episodes as a single `EvalStopClusterEnv` with the same seed and actions, autoresets included.
+One `step` advances every cluster inside a batch core (`batch_core.py`): in control="stop" the
+compiled engine where the base scheduler has a compiled form, else N single envs in Python; in
+control="full" N single envs (`full_batch.py`). Env i gives the same episodes as a single
+`EvalStopClusterEnv` with the same seed and actions, autoresets included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,10 @@ from ..config import SimConfig
 from ..policies import make_policy
 from ..sim import native
 from ..simulate import resolve_config
+from .arguments import check_max_jobs
 from .batch_core import BatchCore, EpisodeSeeds, ReferenceBatch, check_num_envs, check_stop
+from .cluster_env import CONTROLS
+from .full_batch import ReferenceFullBatch
 
 ENGINES = native.ENGINES   # "auto", "native", "python": as `simulate`'s engine argument
 
@@ -44,20 +49,36 @@ def select_core(engine: str, config: SimConfig, base_scheduler: str) -> type[Bat
     return ReferenceBatch if native.select(config, policy, engine) is None else compiled_core()
 
 
+def select_full_core(engine: str, base_scheduler: str) -> type[ReferenceFullBatch]:
+    """The control="full" core: N single envs ("auto", "python"); no compiled form yet, so
+    "native" is refused rather than quietly run in Python."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
+    make_policy(base_scheduler)   # an unknown name fails here, before any work
+    if engine == "native":
+        raise ValueError("engine='native': control='full' has no compiled core; use "
+                         "engine='auto' or 'python' (N single envs)")
+    return ReferenceFullBatch
+
+
 class EvalStopClusterVectorEnv(VectorEnv):
-    """N independent `EvalStopCluster-v0` clusters in control="stop", stepped together.
+    """N independent `EvalStopCluster-v0` clusters, stepped together.
 
     Gymnasium 1.x conventions: batched `Dict` observations (`observation_space`, built with
-    `batch_space` from `single_observation_space`), `action_space` MultiDiscrete([2] * N),
-    float64 rewards, bool terminations (never truncated), next-step autoreset (an env that ended
+    `batch_space` from `single_observation_space`), `action_space` the single env's batched
+    (control="stop": MultiDiscrete([2] * N); control="full": an integer Box of shape
+    (N, max_jobs + 1), a MultiDiscrete row per env, as `batch_space` batches it), float64
+    rewards, bool terminations (never truncated), next-step autoreset (an env that ended
     at step t is reset at step t + 1: its action ignored, reward 0, terminated False).
     `reset(seed=s)` seeds env i with s + i, `reset(seed=[...])` one each; an unseeded autoreset
     draws the workload seed from env i's own generator, as `EvalStopClusterEnv.reset()` does.
-    Infos are dicts of arrays with `_key` masks: `job_id` and `action_mask` every step,
-    `metrics` and `reward_terms` (dicts of arrays) at episode end. `engine`: "auto" (compiled
-    core where possible), "native" (compiled or an error) or "python" (N single envs).
-    Other arguments as `EvalStopClusterEnv`; control="full" runs through
-    `gym.make_vec(..., vectorization_mode="sync")`.
+    Infos are dicts of arrays with `_key` masks: `job_id` (stop) and `action_mask` every step,
+    `metrics` and `reward_terms` (dicts of arrays) at episode end; in control="full"
+    `info["action_mask"]` is SyncVectorEnv's object array of the single envs' mask tuples
+    (`single_action_space.sample(mask=m)` for each m draws a valid row), and
+    `action_masks()` gives them flat, (N, 3 * max_jobs + 1), for MaskablePPO. `engine`: "auto"
+    (compiled core where possible), "native" (compiled or an error) or "python" (N single
+    envs). Other arguments as `EvalStopClusterEnv`.
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -65,11 +86,12 @@ class EvalStopClusterVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 1, config: str | SimConfig = "e2",
                  base_scheduler: str = "SRTF-Est", control: str = "stop",
                  monitored: Iterable[str] = ("rlhf", "dpo"), milestones: Iterable[float] = (),
-                 overrides: Mapping[str, Any] | None = None, engine: str = "auto",
-                 render_mode: str | None = None, **dotted_overrides: Any) -> None:
-        if control != "stop":
-            raise ValueError(f"control={control!r}: the vector env runs control='stop' only; "
-                             f"for 'full' use gym.make_vec(..., vectorization_mode='sync')")
+                 max_jobs: int = 64, overrides: Mapping[str, Any] | None = None,
+                 engine: str = "auto", render_mode: str | None = None,
+                 **dotted_overrides: Any) -> None:
+        if control not in CONTROLS:
+            raise ValueError(f"control={control!r}: choose one of {', '.join(CONTROLS)}")
+        max_jobs = check_max_jobs(max_jobs)
         if render_mode is not None:
             raise ValueError(f"render_mode={render_mode!r}: the vector env does not render "
                              f"(use None, or a single env)")
@@ -77,12 +99,21 @@ class EvalStopClusterVectorEnv(VectorEnv):
         if overrides is not None and not isinstance(overrides, Mapping):
             resolve_config(config, overrides)   # raises, naming the argument
         self.config = resolve_config(config, {**(overrides or {}), **dotted_overrides})
-        self.core: BatchCore = select_core(engine, self.config, base_scheduler)(
-            num_envs, self.config, base_scheduler, monitored, milestones)
+        self.control = control
         self.num_envs = num_envs
+        if control == "full":
+            full = select_full_core(engine, base_scheduler)(
+                num_envs, self.config, base_scheduler, monitored, milestones, max_jobs)
+            self.core: BatchCore = full
+            self.single_action_space: spaces.Space = full.single_action_space
+            self.check_actions: Callable[[Any], np.ndarray] = full.check_actions
+        else:
+            self.core = select_core(engine, self.config, base_scheduler)(
+                num_envs, self.config, base_scheduler, monitored, milestones)
+            self.single_action_space = spaces.Discrete(2)
+            self.check_actions = partial(check_stop, num_envs=num_envs)
         self.render_mode = None
         self.single_observation_space = self.core.single_observation_space
-        self.single_action_space = spaces.Discrete(2)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.seeds = EpisodeSeeds(num_envs)
@@ -112,16 +143,16 @@ class EvalStopClusterVectorEnv(VectorEnv):
         self.core.reset(indices, self.seeds.draw(indices, [seeds[i] for i in indices]))
         self._autoreset[indices] = False
         self._started = True
-        return self._observations(), self._infos()
+        return self._observations(), self._infos(mask)
 
     def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
                                           np.ndarray, dict[str, Any]]:
         self._check_open("step")
-        stop = check_stop(actions, self.num_envs)
+        checked = self.check_actions(actions)
         if not self._started:
             raise RuntimeError("call reset() before step()")
         resetting = self._autoreset
-        self.core.step(stop)   # envs that ended last step are terminated in the core: untouched
+        self.core.step(checked)   # envs that ended last step are terminated in the core: untouched
         if resetting.any():
             indices = np.flatnonzero(resetting).tolist()
             self.core.reset(indices, self.seeds.draw(indices, [None] * len(indices)))
@@ -137,23 +168,35 @@ class EvalStopClusterVectorEnv(VectorEnv):
             raise RuntimeError(f"{method}() after close(): the env is closed; make a new one")
 
     def action_masks(self) -> np.ndarray:
-        """(num_envs, 2) valid actions (both, always), as MaskablePPO wants them."""
+        """Valid actions, a flat row per env, as MaskablePPO wants them: (num_envs, 2), both
+        always, in control="stop"; each env's stop bits and picks in control="full"."""
+        if isinstance(self.core, ReferenceFullBatch):
+            return self.core.action_masks()
         return np.ones((self.num_envs, 2), dtype=bool)
 
     def _observations(self) -> dict[str, np.ndarray]:
         return {key: rows.copy() for key, rows in self.core.obs.items()}
 
-    def _infos(self) -> dict[str, Any]:
-        """The single envs' infos in Gymnasium's vector form (what SyncVectorEnv would give for
-        the keys the core carries)."""
-        live = ~self.core.terminated
-        ids = np.fromiter((self.core.job_id(i) if live[i] else 0 for i in range(self.num_envs)),
-                          dtype=np.int64, count=self.num_envs)
-        infos: dict[str, Any] = {
-            "job_id": ids, "_job_id": live.copy(),
-            "action_mask": np.ones((self.num_envs, 2), dtype=np.int8),
-            "_action_mask": np.ones(self.num_envs, dtype=bool)}
-        for i in np.flatnonzero(~live).tolist():
+    def _infos(self, given: np.ndarray | None = None) -> dict[str, Any]:
+        """The single envs' infos in Gymnasium's vector form: what SyncVectorEnv would give for
+        the keys the core carries, from every env or (`given`, a bool mask) the envs reset."""
+        given = np.ones(self.num_envs, dtype=bool) if given is None else given
+        live = ~self.core.terminated & given
+        infos: dict[str, Any] = {}
+        if isinstance(self.core, ReferenceFullBatch):
+            masks = np.full(self.num_envs, None, dtype=object)   # SyncVectorEnv's form
+            for i in np.flatnonzero(given).tolist():
+                masks[i] = self.core.gym_mask(i)
+            infos["action_mask"] = masks
+        else:
+            infos["job_id"] = np.fromiter(
+                (self.core.job_id(i) if live[i] else 0 for i in range(self.num_envs)),
+                dtype=np.int64, count=self.num_envs)
+            infos["_job_id"] = live
+            infos["action_mask"] = np.zeros((self.num_envs, 2), dtype=np.int8)
+            infos["action_mask"][given] = 1
+        infos["_action_mask"] = given.copy()
+        for i in np.flatnonzero(given & self.core.terminated).tolist():
             self._add_info(infos, {"metrics": self.core.metrics(i),
                                    "reward_terms": self.core.reward_terms(i)}, i)
         return infos
