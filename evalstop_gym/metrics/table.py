@@ -104,10 +104,12 @@ def table_of_jobs(jobs: Sequence[Job]) -> JobTable:
 
 def table_of_arrays(packed: Mapping[str, np.ndarray], out: Mapping[str, np.ndarray],
                     truth: JobTruth) -> JobTable:
-    """The table of a compiled run: `native._pack`'s arrays, the kernel's `Outcome` arrays (by
-    name) and the fields the packed arrays leave out. A job observed the evals among the checks
-    it passed (`next_check` of them; milestones and completion carry no score), at the times
-    the kernel recorded (`chk_time`), as `native._unpack` writes them into its record."""
+    """The table of a compiled run: `native._pack`'s arrays (`kernel_layout.Jobs`' fields), the
+    kernel's `Outcome` arrays (by name) and the fields the packed arrays leave out. A job
+    observed the evals among the checks it passed (`next_check` of them; milestones and
+    completion carry no score), at the times the kernel recorded (`chk_time`), as
+    `native._unpack` writes them into its record. The eval checks, in order, are the ev_*
+    entries, in order."""
     from .compiled import reported_all
 
     state, end_time = out["state"], out["end_time"]
@@ -119,8 +121,9 @@ def table_of_arrays(packed: Mapping[str, np.ndarray], out: Mapping[str, np.ndarr
     chk_ptr, next_check = packed["chk_ptr"], out["next_check"]
     counts = np.diff(chk_ptr)
     owner = np.repeat(np.arange(n), counts)
-    seen = (np.arange(int(chk_ptr[n])) - chk_ptr[owner] < next_check[owner]) \
-        & (packed["chk_idx"] >= 0)
+    evals = packed["chk_idx"] >= 0
+    seen = (np.arange(int(chk_ptr[n])) - chk_ptr[owner] < next_check[owner]) & evals
+    seen_evals = seen[evals]
     progress = reported_all(out["work"], packed["paced"], chk_ptr, next_check,
                             packed["chk_prog"], packed["chk_work"])
     return JobTable(
@@ -129,7 +132,7 @@ def table_of_arrays(packed: Mapping[str, np.ndarray], out: Mapping[str, np.ndarr
         truth.peak_progress, packed["ev_ptr"], truth.ev_point, truth.ev_true, state,
         out["first_start"], end_time, out["work"], progress, out["gpu_min"], out["gpu_after"],
         out["n_pre"], _offsets(np.bincount(owner[seen], minlength=n)),
-        packed["chk_score"][seen], packed["chk_prog"][seen], out["chk_time"][seen])
+        packed["ev_score"][seen_evals], packed["ev_prog"][seen_evals], out["chk_time"][seen])
 
 
 def _offsets(counts: Sequence[int] | np.ndarray) -> np.ndarray:
