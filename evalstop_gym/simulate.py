@@ -14,7 +14,14 @@ import numpy as np
 
 from .config import ConfigError, SimConfig, check_feasible
 from .experiment import platform_config, split_policy, user_target
-from .metrics import aggregate, job_record
+from .metrics import (
+    JobTable,
+    job_records,
+    score_table,
+    table_of_arrays,
+    table_of_jobs,
+    truth_of,
+)
 from .private_seeds import SeedSecret, check_private_config
 from .sim import native
 from .sim.cluster import Cluster
@@ -46,10 +53,16 @@ def make_cluster(config: SimConfig, seed: int, milestones=()) -> tuple[Cluster, 
 
 def score(config: SimConfig, events: int, jobs: list[Job], policy_name: str,
           seed: int) -> RunResult:
-    """Metrics of a finished run of `events` events."""
-    records = [job_record(j, config.metrics) for j in jobs]
-    metrics = aggregate(records, config.cluster.gpus)
-    return RunResult(policy_name, seed, metrics, records, events)
+    """Metrics of a finished run of `events` events, from its `Job` records."""
+    return score_run(config, events, table_of_jobs(jobs), [j.stop_reason for j in jobs],
+                     policy_name, seed)
+
+
+def score_run(config: SimConfig, events: int, table: JobTable, stop_reasons: list[str],
+              policy_name: str, seed: int) -> RunResult:
+    """Metrics of a finished run of `events` events, from its jobs' table (either engine's)."""
+    scored, metrics = score_table(table, config.metrics, config.cluster.gpus)
+    return RunResult(policy_name, seed, metrics, job_records(table, scored, stop_reasons), events)
 
 
 def resolve_config(config: str | os.PathLike | SimConfig,
@@ -156,8 +169,12 @@ def run_policy(config: SimConfig, policy: str | Policy, seed: int, engine: str |
     spec = native.select(config, policy, engine)
     with collector_paused():
         jobs = generate_workload(config, workload_seed)
-        events = run_jobs(config, jobs, policy, spec)
-        return score(config, events, jobs, policy.name, seed)
+        if spec is None:
+            return score(config, run_jobs(config, jobs, policy, None), jobs, policy.name, seed)
+        events, packed, out = native.execute(config, jobs, spec, tuple(policy.milestones))
+        table = table_of_arrays(packed, out, truth_of(jobs))
+        return score_run(config, events, table, native.stop_reasons(packed, out, policy),
+                         policy.name, seed)
 
 
 def private_secret(private_seeds: Any, config: SimConfig) -> SeedSecret | None:

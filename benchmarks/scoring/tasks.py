@@ -53,7 +53,7 @@ class Task:
 
 class TaskRuns(NamedTuple):
     runs: pd.DataFrame   # one row per (task, policy, seed): the run's metrics
-    jobs: pd.DataFrame   # one row per job of every run: its record (`metrics.job_record`)
+    jobs: pd.DataFrame   # one row per job of every run: its record (`metrics.job_records`)
 
 
 def policy_cell(spec: str, base: str) -> Cell:

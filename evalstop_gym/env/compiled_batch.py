@@ -9,7 +9,7 @@ reward and observation are the single env's own functions, compiled.
 
 State lives in 2-D arrays (`batch_arrays.py`: a row per env, padded to the largest workload
 seen); a reset packs one workload into its row in Python (`native._pack`) and the finished
-episode's metrics are scored in Python from the unpacked jobs, as `simulate` does.
+episode's metrics are computed from its arrays by `metrics.score_table`, as `simulate` does.
 """
 
 from __future__ import annotations
@@ -21,28 +21,24 @@ import numpy as np
 from gymnasium import spaces
 
 from ..config import SimConfig
+from ..metrics import JobTruth, score_table, table_of_arrays
 from ..policies import BASES, make_base
 from ..sim import native
 from ..sim import native_kernel as kernel
 from ..sim.jobs import Job
 from ..sim.kernel import SimulationError
-from ..sim.native_kernel import F_ANSWER, S_POPPED, Jobs, Outcome, Platform
+from ..sim.native_kernel import F_ANSWER, Jobs, Outcome, Platform
 from ..sim.protocols import capabilities
 from ..sim.rules import RULE_AGENT, disagreement
 from ..sim.workload import JOB_TYPES, eval_points
-from ..simulate import resolve_config, score
+from ..simulate import resolve_config
 from ..workloads import generate_workload
 from .arguments import check_milestones, check_monitored
 from .batch_arrays import R_TOTAL, BatchArrays, allocate, grown_heaps, load_truth
 from .batch_core import check_num_envs, check_stop
 from .batch_step import step_all
-from .cluster_env import AGENT_STOP
 from .observation import STOP_FIELDS, Limits, StopObservation
 from .reward import RewardTerms, weights
-
-
-def _agent_stop_reason(job_type: str, value: float) -> str:
-    return AGENT_STOP.reason   # the single env's reason for an agent's stop
 
 
 class CompiledBatch:
@@ -87,6 +83,7 @@ class CompiledBatch:
         self._asked = np.full(n, -1, np.int64)
         self._jobs: list[list[Job] | None] = [None] * n
         self._packed: list[dict[str, np.ndarray] | None] = [None] * n
+        self._tenants: list[np.ndarray] = [np.empty(0, np.int64)] * n   # scoring reads them
         self._seeds = [-1] * n
         self._metrics: list[dict[str, float] | None] = [None] * n
         self._caps = (0, 0, 0)
@@ -186,6 +183,7 @@ class CompiledBatch:
         arrays.reward_ints[i] = 0
         arrays.reward_floats[i] = 0.0
         self._jobs[i], self._packed[i], self._seeds[i] = jobs, packed, seed
+        self._tenants[i] = np.array([j.tenant for j in jobs], np.int64)
         self._asked[i] = -1
         self._metrics[i] = None
 
@@ -194,16 +192,16 @@ class CompiledBatch:
         return generate_workload(self.config, seed)
 
     def _score(self, i: int) -> dict[str, float]:
-        """Env i's jobs written back (`native._unpack`) and scored as `episode_result` does."""
-        jobs, packed = self._jobs[i], self._packed[i]
-        assert jobs is not None and packed is not None
-        n, n_chk = len(jobs), len(packed["chk_prog"])
-        packed = {**packed, "speed": self._arrays.jobs.speed[i, :n].copy()}
-        out = {name: getattr(self._arrays.out, name)[i, :n_chk if name == "chk_time" else n].copy()
+        """Env i's metrics from its arrays, by the function `simulate` scores every run with."""
+        packed, extra = self._packed[i], self._arrays.extra
+        assert packed is not None
+        n, n_chk, n_ev = len(packed["arrival"]), len(packed["chk_prog"]), len(packed["ev_score"])
+        out = {name: getattr(self._arrays.out, name)[i, :n_chk if name == "chk_time" else n]
                for name in Outcome._fields}
-        native._unpack(jobs, packed, out, _agent_stop_reason)
-        events = int(self._arrays.loop.int_slots[i, S_POPPED])
-        return score(self.config, events, jobs, "env:stop", self._seeds[i]).metrics
+        truth = JobTruth(self._tenants[i], extra.is_hacking[i, :n], extra.peak_prog[i, :n],
+                         extra.ev_point[i, :n_ev], extra.ev_true[i, :n_ev])
+        table = table_of_arrays(packed, out, truth)
+        return score_table(table, self.config.metrics, self.config.cluster.gpus)[1]
 
     def _alloc(self, n: int, n_chk: int, n_ev: int) -> None:
         """(Re)allocate every row for n jobs, n_chk checks and n_ev evals, keeping contents."""

@@ -81,6 +81,16 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Policy) ->
     """Run `jobs` to their end under `spec`, leaving each job as `Cluster.run` would; returns the
     number of events processed. Stop reasons come from the detector's `reason(job_type, value)`,
     with the value the compiled rule reports."""
+    events, packed, out = execute(config, jobs, spec, tuple(policy.milestones))
+    _unpack(jobs, packed, out, stop_reasons(packed, out, policy))
+    return events
+
+
+def execute(config: SimConfig, jobs: list[Job], spec: NativeSpec, milestones: tuple[float, ...]
+            ) -> tuple[int, dict[str, Any], dict[str, np.ndarray]]:
+    """Run `jobs` to their end under `spec` (checking in at the policy's `milestones` too),
+    leaving their outcome in arrays: the number of events, the packed arrays (`_pack`) and the
+    kernel's outcome arrays by `Outcome`'s field names. The records get their checks only."""
     from . import native_kernel as kernel
 
     total = config.cluster.gpus
@@ -92,7 +102,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Policy) ->
         if job.gpus > total:
             raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs; the cluster has "
                                   f"{total} of one kind")
-    packed = _pack(jobs, tuple(policy.milestones))
+    packed = _pack(jobs, milestones)
     n = len(jobs)
     out = {"state": np.zeros(n, np.int64), "work": np.zeros(n), "next_check": np.zeros(n,
            np.int64), "epoch": np.zeros(n, np.int64), "has_run": np.zeros(n, np.bool_),
@@ -113,8 +123,7 @@ def run(config: SimConfig, jobs: list[Job], spec: NativeSpec, policy: Policy) ->
         raise SimulationError("GPU accounting broke: a pass started more than the free GPUs")
     if status != kernel.OK:
         raise SimulationError(f"native engine failed with status {status}")
-    _unpack(jobs, packed, out, capabilities(policy).reason or _no_stops)
-    return int(events)
+    return int(events), packed, out
 
 
 def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
@@ -206,22 +215,38 @@ def _no_stops(job_type: str, value: float) -> str:
     raise SimulationError("the compiled rule stopped a job of a policy with no stop rule")
 
 
+def stop_reasons(packed: dict[str, Any], out: dict[str, np.ndarray], policy: Policy
+                 ) -> list[str]:
+    """Each job's stop reason ("" if not stopped): the detector's `reason(job_type, value)` with
+    the value the compiled rule reported."""
+    reason: Callable[[str, float], str] = capabilities(policy).reason or _no_stops
+    stopped = STATES.index(JobState.STOPPED)
+    reasons: dict[tuple[str, float], str] = {}
+    found = [""] * len(out["state"])
+    for j in np.flatnonzero(out["state"] == stopped).tolist():
+        key = (JOB_TYPES[int(packed["jtype"][j])], float(out["stop_value"][j]))
+        if key not in reasons:
+            reasons[key] = reason(*key)
+        found[j] = reasons[key]
+    return found
+
+
 def _unpack(jobs: list[Job], packed: dict[str, Any], out: dict[str, np.ndarray],
-            reason: Callable[[str, float], str]) -> None:
-    """Write the kernel's results back into the job records, as `Cluster` leaves them."""
+            reasons: list[str]) -> None:
+    """Write the kernel's results (and the stop reasons) back into the job records, as
+    `Cluster` leaves them."""
     ptr, idx = packed["chk_ptr"].tolist(), packed["chk_idx"].tolist()
     progress, time, loss = (packed["chk_prog"].tolist(), out["chk_time"].tolist(),
                             packed["chk_loss"].tolist())
     score = [s if i >= 0 else None for s, i in zip(packed["chk_score"].tolist(), idx, strict=True)]
-    reasons: dict[tuple[str, float], str] = {}
     for job, speed in zip(jobs, packed["speed"].tolist(), strict=True):  # time slicing sets it
         job.speed = speed
-    columns = zip(jobs, ptr, *(out[k].tolist() for k in (   # ptr: n + 1 offsets, jobs: n
+    columns = zip(jobs, ptr, reasons, *(out[k].tolist() for k in (   # ptr: n + 1 offsets
         "state", "work", "next_check", "epoch", "has_run", "first_start", "end_time",
-        "gpu_min", "gpu_after", "n_pre", "phase_start", "stop_value")), strict=False)
-    for (job, first, state, work, next_check, epoch, has_run, first_start, end_time, gpu_min,
-         gpu_after, n_pre, phase_start, stop_value) in columns:
-        job.state = state = STATES[state]
+        "gpu_min", "gpu_after", "n_pre", "phase_start")), strict=False)
+    for (job, first, stop_reason, state, work, next_check, epoch, has_run, first_start,
+         end_time, gpu_min, gpu_after, n_pre, phase_start) in columns:
+        job.state = STATES[state]
         job.work, job.next_check, job.epoch, job.has_run = work, next_check, epoch, has_run
         job.progress = job.reported_progress(work)
         job.first_start = None if math.isnan(first_start) else first_start
@@ -234,8 +259,5 @@ def _unpack(jobs: list[Job], packed: dict[str, Any], out: dict[str, np.ndarray],
         job.observations = list(map(Observation._make, zip(
             progress[first:last], time[first:last], loss[first:last], score[first:last],
             strict=True)))
-        if state is JobState.STOPPED:
-            key = (job.job_type, stop_value)
-            if key not in reasons:
-                reasons[key] = reason(*key)
-            job.stop_reason = reasons[key]
+        if stop_reason:
+            job.stop_reason = stop_reason
