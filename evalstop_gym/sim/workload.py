@@ -15,9 +15,11 @@ import numpy as np
 
 from ..config import JobTypeConfig, SimConfig, WorkloadConfig
 from .curves import LOSS_PARAMS, eval_noise, exp_loss, gao_hacking, observe, saturating
-from .jobs import JOB_TYPES, Job, JobSpec
+from .jobs import JOB_TYPES, Job
 from .pace import draw_eval_work, row_work_at
 from .rules import ROUNDING
+from .stream_draws import interleaved
+from .workload_arrays import Curves, Specs, WorkloadArrays, jobs_of, one_schedule
 
 # the drawn parameters of each curve family, in draw order (their ranges are in config.py)
 HACKING_PARAMS = ("start", "gain", "peak_progress", "collapse")
@@ -46,7 +48,8 @@ def generate_workload(config: SimConfig, seed: int) -> list[Job]:
                          f"{config.curves.source!r}: sim.workload makes synthetic jobs with "
                          f"formula curves only; use evalstop_gym.workloads.generate_workload")
     streams = seed_streams(seed)
-    return finish_jobs(config, streams, *synthetic_specs(config, streams), make_jobs)
+    return jobs_of(finish_arrays(config, streams, *synthetic_specs(config, streams),
+                                 formula_curves))
 
 
 class Streams(NamedTuple):
@@ -66,40 +69,51 @@ def seed_streams(seed: int) -> Streams:
 
 
 # What a workload source gives: its job specs, the eval points and the eval noise drawn for them
-RunSpecs = tuple[list[JobSpec], np.ndarray, np.ndarray]
-MakeJobs = Callable[[SimConfig, Sequence[JobSpec], np.ndarray, np.ndarray, np.random.Generator],
-                    list[Job]]
+RunSpecs = tuple[Specs, np.ndarray, np.ndarray]
+DrawCurves = Callable[[SimConfig, Specs, np.ndarray, np.ndarray, np.random.Generator], Curves]
 
 
-def finish_jobs(config: SimConfig, streams: Streams, specs: list[JobSpec], points: np.ndarray,
-                noise: np.ndarray, make: MakeJobs) -> list[Job]:
-    """The jobs of `specs` with curves from `make` (`make_jobs`: the formulas), then their
-    step-time jitter: the last two steps of every run, whatever its source."""
-    jobs = make(config, specs, points, noise, streams.curves)
-    assign_pace(config, jobs, streams.pace)
-    return jobs
+def finish_arrays(config: SimConfig, streams: Streams, specs: Specs, points: np.ndarray,
+                  noise: np.ndarray, curves: DrawCurves) -> WorkloadArrays:
+    """The jobs of `specs` with curves from `curves` (`formula_curves`, or the corpus), then
+    their step-time jitter: the last two steps of every run, whatever its source."""
+    c = curves(config, specs, points, noise, streams.curves)
+    eval_work, paced, peak_work = draw_pace(config, specs.jtype, c.peak_progress, points,
+                                            streams.pace)
+    estimates = np.array([_profile(config, t).duration_estimate for t in JOB_TYPES], np.float64)
+    return WorkloadArrays(
+        tenant=specs.tenant, jtype=specs.jtype, gpus=specs.gpus, arrival=specs.arrival,
+        duration=specs.duration, dur_est=estimates[specs.jtype], eval_min=c.eval_min,
+        is_hacking=c.is_hacking, peak_progress=c.peak_progress, peak_work=peak_work,
+        paced=paced, loss_params=c.loss_params, curve_ptr=c.curve_ptr,
+        curve_params=c.curve_params, **one_schedule(points, len(specs.jtype)),
+        eval_true=c.eval_true.ravel(), eval_observed=c.eval_observed.ravel(),
+        eval_work=eval_work.ravel())
 
 
-def assign_pace(config: SimConfig, jobs: Sequence[Job], rng: np.random.Generator) -> None:
-    """Draw each job's step-time jitter (one row of normals per job, in job order, whatever its
-    volatility, so a change of volatility rescales the same draws); volatility 0 leaves a job
-    evenly paced."""
-    groups: dict[int, list[Job]] = {}
-    for job in jobs:
-        groups.setdefault(id(job.eval_points), []).append(job)
-    for members in groups.values():
-        volatility = np.array([getattr(config.job_types, j.job_type).step_time_volatility
-                               for j in members])
-        work = draw_eval_work(members[0].eval_points, volatility, rng)
-        peaks = row_work_at(members[0].eval_points, work, [j.peak_progress for j in members])
-        for job, row, peak, vol in zip(members, work, peaks.tolist(), volatility.tolist(),
-                                       strict=True):
-            if vol > 0:
-                job.set_pace(row, peak)
+def _profile(config: SimConfig, job_type: str) -> JobTypeConfig:
+    return getattr(config.job_types, job_type)
+
+
+def draw_pace(config: SimConfig, jtype: np.ndarray, peak_progress: np.ndarray,
+              points: np.ndarray, rng: np.random.Generator
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each job's step-time jitter (one row of normals per job, in job order, whatever its
+    volatility, so a change of volatility rescales the same draws): the work at each eval point
+    (NaN where volatility 0 leaves a job evenly paced), which jobs are paced, and the work
+    done by each job's peak."""
+    volatility = np.array([_profile(config, t).step_time_volatility for t in JOB_TYPES],
+                          np.float64)[jtype]
+    work = draw_eval_work(points, volatility, rng)
+    peaks = row_work_at(points, work, peak_progress)
+    paced = volatility > 0
+    return (np.where(paced[:, None], work, np.nan), paced,
+            np.where(paced, peaks, peak_progress))
 
 
 def synthetic_specs(config: SimConfig, streams: Streams) -> RunSpecs:
-    """Poisson arrivals, tenants, types, labels and sizes from the run's streams."""
+    """Poisson arrivals, tenants, types, labels and sizes from the run's streams (per job, in
+    job order, a duration then a GPU count from the sizes stream)."""
     wl = config.workload
     arrivals_rng, sizes_rng, curves_rng, noise_rng = streams[:4]
     n = wl.n_jobs
@@ -108,14 +122,14 @@ def synthetic_specs(config: SimConfig, streams: Streams) -> RunSpecs:
     types, hacking = draw_types(wl, arrivals_rng, curves_rng)
     points = eval_points(config.evals.interval, config.evals.final)
     noise = eval_noise(noise_rng, (n, len(points)), config.noise, points)
-    specs = []
-    for i in range(n):
-        job_type = JOB_TYPES[types[i]]
-        profile: JobTypeConfig = getattr(config.job_types, job_type)
-        duration = float(sizes_rng.uniform(*profile.duration_min))
-        gpus = int(sizes_rng.integers(profile.gpus[0], profile.gpus[1] + 1))
-        specs.append(JobSpec(i, int(tenants[i]), job_type, float(arrivals[i]), duration, gpus,
-                             bool(job_type == "rlhf" and hacking[i])))
+    profiles = [_profile(config, t) for t in JOB_TYPES]
+    minutes = np.array([p.duration_min for p in profiles], np.float64)[types]
+    gpus = np.array([p.gpus for p in profiles], np.int64)[types]
+    extra_gpus, u = interleaved(sizes_rng, gpus[:, 1] - gpus[:, 0], 1, integer_first=False)
+    duration = minutes[:, 0] + (minutes[:, 1] - minutes[:, 0]) * u[:, 0]
+    specs = Specs(np.asarray(tenants, np.int64), np.asarray(types, np.int64), arrivals,
+                  duration, gpus[:, 0] + extra_gpus,
+                  (types == JOB_TYPES.index("rlhf")) & hacking)
     return specs, points, noise
 
 
@@ -157,65 +171,61 @@ def exact_counts(n: int, shares: Sequence[float] | np.ndarray) -> list[int]:
     return counts.tolist()
 
 
-def eval_minutes(config: SimConfig, profile: JobTypeConfig, gpus: int) -> float:
-    """Minutes one eval of a job takes: its type's figure, or (`evals.cost: per_gpu`) that figure
-    scaled by the job's GPUs over the type's mean demand, as eval time grows with model size."""
+def eval_minutes(config: SimConfig, jtype: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """Minutes one eval of each job takes: its type's figure, or (`evals.cost: per_gpu`) that
+    figure scaled by the job's GPUs over the type's mean demand, as eval time grows with model
+    size."""
+    minutes = np.array([_profile(config, t).eval_minutes for t in JOB_TYPES], np.float64)[jtype]
     if config.evals.cost == "per_type":
-        return profile.eval_minutes
-    return profile.eval_minutes * gpus / ((profile.gpus[0] + profile.gpus[1]) / 2)
+        return minutes
+    sizes = np.array([_profile(config, t).gpus for t in JOB_TYPES], np.int64)[jtype]
+    return minutes * gpus / ((sizes[:, 0] + sizes[:, 1]) / 2)
 
 
-def make_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
-              noise: np.ndarray, curves_rng: np.random.Generator) -> list[Job]:
-    """The jobs of `specs` with their hidden curves, drawn from `curves_rng`.
+def formula_curves(config: SimConfig, specs: Specs, points: np.ndarray, noise: np.ndarray,
+                   curves_rng: np.random.Generator) -> Curves:
+    """The hidden curves of the jobs of `specs`, drawn from `curves_rng`.
 
-    Per job, in spec order: its curve parameters (start, gain, then peak and collapse for a
+    Per job, in job order: its curve parameters (start, gain, then peak and collapse for a
     hacking RLHF run or the time constant otherwise), then its four loss parameters, each
     uniform over its configured range. All are drawn as one array of doubles (lo + (hi - lo) u,
     bit for bit what a `rng.uniform(lo, hi)` per parameter gives) and the curves are evaluated
-    as one matrix per family. `noise` holds one row per job id.
+    as one matrix per family. `noise` holds one row per job.
     """
-    if not specs:
-        return []
     c = config.curves
-    healthy = {"lora": c.lora, "dpo": c.dpo, "rlhf": c.rlhf_healthy}
-    ranges = []      # per spec: the (lo, hi) of each parameter, in draw order
-    for spec in specs:
-        curve = c.rlhf_hacking if spec.is_hacking else healthy[spec.job_type]
-        names = HACKING_PARAMS if spec.is_hacking else SATURATING_PARAMS
-        loss = getattr(config.job_types, spec.job_type).loss
-        ranges.append([getattr(curve, f) for f in names]
-                      + [getattr(loss, f) for f in LOSS_PARAMS])
-    lo_hi = np.array([r for spec_ranges in ranges for r in spec_ranges], dtype=np.float64)
-    values = lo_hi[:, 0] + (lo_hi[:, 1] - lo_hi[:, 0]) * curves_rng.random(len(lo_hi))
-    params, at = [], 0
-    for spec_ranges in ranges:
-        params.append(values[at:at + len(spec_ranges)].tolist())
-        at += len(spec_ranges)
-    true = np.empty((len(specs), len(points)))
+    hack = np.asarray(specs.is_hacking, np.bool_)
+    n, n_curve = len(hack), np.where(hack, len(HACKING_PARAMS), len(SATURATING_PARAMS))
+    families = (c.lora, c.dpo, c.rlhf_healthy)
+    curve_ranges = np.zeros((4, len(HACKING_PARAMS), 2))   # per family, hacking last
+    for f, (curve, names) in enumerate([(fam, SATURATING_PARAMS) for fam in families]
+                                       + [(c.rlhf_hacking, HACKING_PARAMS)]):
+        curve_ranges[f, :len(names)] = [getattr(curve, name) for name in names]
+    loss_ranges = np.array([[getattr(_profile(config, t).loss, f) for f in LOSS_PARAMS]
+                            for t in JOB_TYPES], np.float64)
+    # each job's ranges in draw order (curve then loss), padded to 8; `drawn` marks the real ones
+    ranges = np.zeros((n, len(HACKING_PARAMS) + len(LOSS_PARAMS), 2))
+    ranges[:, :len(HACKING_PARAMS)] = curve_ranges[np.where(hack, 3, specs.jtype)]
+    column = np.arange(ranges.shape[1])[None, :]
+    is_loss = (column >= n_curve[:, None]) & (column < n_curve[:, None] + len(LOSS_PARAMS))
+    ranges[is_loss] = loss_ranges[specs.jtype].reshape(-1, 2)
+    drawn = column < (n_curve + len(LOSS_PARAMS))[:, None]
+    lo_hi = ranges[drawn]
+    params = np.full(ranges.shape[:2], np.nan)
+    params[drawn] = lo_hi[:, 0] + (lo_hi[:, 1] - lo_hi[:, 0]) * curves_rng.random(len(lo_hi))
+    true = np.empty((n, len(points)))
     for hacking in (True, False):
-        rows = [i for i, spec in enumerate(specs) if spec.is_hacking == hacking]
-        if not rows:
+        rows = np.flatnonzero(hack == hacking)
+        if not len(rows):
             continue
-        n_curve = len(HACKING_PARAMS if hacking else SATURATING_PARAMS)
-        columns = np.array([params[i][:n_curve] for i in rows]).T[:, :, None]
+        k = len(HACKING_PARAMS if hacking else SATURATING_PARAMS)
+        columns = params[rows, :k].T[:, :, None]
         true[rows] = (gao_hacking if hacking else saturating)(points[None, :], *columns)
-    observed = observe(true, noise[[spec.job_id for spec in specs]])
-    jobs = []
-    for i, spec in enumerate(specs):
-        n_curve = len(HACKING_PARAMS if spec.is_hacking else SATURATING_PARAMS)
-        profile: JobTypeConfig = getattr(config.job_types, spec.job_type)
-        jobs.append(Job(
-            job_id=spec.job_id, tenant=spec.tenant, job_type=spec.job_type, gpus=spec.gpus,
-            arrival=spec.arrival, duration_estimate=profile.duration_estimate,
-            duration=spec.duration, is_hacking=spec.is_hacking,
-            peak_progress=params[i][HACKING_PARAMS.index("peak_progress")] if spec.is_hacking
-            else 1.0,
-            eval_points=points, eval_true=true[i], eval_observed=observed[i],
-            eval_minutes=eval_minutes(config, profile, spec.gpus),
-            loss_params=tuple(params[i][n_curve:]),
-            curve_params=tuple(params[i][:n_curve])))
-    return jobs
+    is_curve = column < n_curve[:, None]
+    return Curves(hack, np.where(hack, params[:, HACKING_PARAMS.index("peak_progress")], 1.0),
+                  eval_minutes(config, specs.jtype, specs.gpus),
+                  params[is_loss].reshape(n, len(LOSS_PARAMS)),
+                  np.concatenate([[0], np.cumsum(n_curve)]).astype(np.int64), params[is_curve],
+                  true, observe(true, noise[:n]))
 
 
 def true_curves(job: Job, progress: np.ndarray) -> dict[str, np.ndarray]:

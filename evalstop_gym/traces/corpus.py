@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import functools
 import math
-from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
@@ -29,8 +28,10 @@ import numpy as np
 
 from ..config import SimConfig
 from ..sim.curves import LOSS_PARAMS, observe
-from ..sim.jobs import Job, JobSpec
+from ..sim.jobs import JOB_TYPES
 from ..sim.rules import ROUNDING
+from ..sim.stream_draws import interleaved
+from ..sim.workload_arrays import Curves, Specs
 
 FAMILIES = ("supervised", "reward")
 SMOOTH = 5            # evals in the centred moving average of the test curve
@@ -112,35 +113,38 @@ def at_progress(run: CorpusRun, points: np.ndarray) -> np.ndarray:
     return np.clip(idx, 0, len(progress) - 1)
 
 
-def corpus_jobs(config: SimConfig, specs: Sequence[JobSpec], points: np.ndarray,
-                noise: np.ndarray, curves_rng: np.random.Generator) -> list[Job]:
-    """Jobs of `specs` whose curves are corpus runs of each type's family, drawn uniformly.
+def corpus_curves(config: SimConfig, specs: Specs, points: np.ndarray, noise: np.ndarray,
+                  curves_rng: np.random.Generator) -> Curves:
+    """Curves of the jobs of `specs` from corpus runs of each type's family, drawn uniformly.
 
-    The job's label and true peak are the run's (the workload's hacking draw is not used); its
-    evals report the run's own `eval_score` at the eval points (its recorded noise), plus the
-    `noise` section's draw only when `curves.corpus_noise` is `added`. The training loss is
-    drawn from the type's synthetic loss curve (the corpus's loss is logged beside, not used).
+    Per job, in job order: a run of its family, then its four loss parameters. The job's label
+    and true peak are the run's (the workload's hacking draw is not used); its evals report the
+    run's own `eval_score` at the eval points (its recorded noise), plus the `noise` section's
+    draw only when `curves.corpus_noise` is `added`. The training loss is drawn from the type's
+    synthetic loss curve (the corpus's loss is logged beside, not used).
     """
     c = config.curves
-    jobs = []
-    for spec in specs:
-        family = getattr(c, f"corpus_{spec.job_type}")
-        runs = load_family(family)
-        run = runs[int(curves_rng.integers(len(runs)))]
-        loss = getattr(config.job_types, spec.job_type).loss
-        lo_hi = np.array([getattr(loss, f) for f in LOSS_PARAMS], dtype=np.float64)
-        loss_params = lo_hi[:, 0] + (lo_hi[:, 1] - lo_hi[:, 0]) * curves_rng.random(len(lo_hi))
+    jtype = specs.jtype
+    families = [getattr(c, f"corpus_{t}") for t in JOB_TYPES]
+    runs = {t: load_family(families[t]) for t in sorted(set(jtype.tolist()))}
+    n_runs = np.array([len(runs.get(t, ())) for t in range(len(JOB_TYPES))], np.int64)[jtype]
+    picks, u = interleaved(curves_rng, n_runs - 1, len(LOSS_PARAMS), integer_first=True)
+    loss_ranges = np.array([[getattr(getattr(config.job_types, t).loss, f) for f in LOSS_PARAMS]
+                            for t in JOB_TYPES], np.float64)[jtype]
+    loss_params = loss_ranges[:, :, 0] + (loss_ranges[:, :, 1] - loss_ranges[:, :, 0]) * u
+    n = len(jtype)
+    true, observed = np.empty((n, len(points))), np.empty((n, len(points)))
+    declines, peak = np.zeros(n, np.bool_), np.ones(n)
+    for t, k in sorted(set(zip(jtype.tolist(), picks.tolist(), strict=True))):
+        run, rows = runs[t][k], np.flatnonzero((jtype == t) & (picks == k))
         idx = at_progress(run, points)
-        observed = run.eval_score[idx]
-        if c.corpus_noise == "added":
-            observed = observe(observed, noise[spec.job_id])
-        profile = getattr(config.job_types, spec.job_type)
-        jobs.append(Job(
-            job_id=spec.job_id, tenant=spec.tenant, job_type=spec.job_type, gpus=spec.gpus,
-            arrival=spec.arrival, duration_estimate=profile.duration_estimate,
-            duration=spec.duration, is_hacking=run.declines, peak_progress=run.peak_progress,
-            eval_points=points, eval_true=run.test_score[idx].copy(),
-            eval_observed=np.array(observed, dtype=np.float64),
-            eval_minutes=profile.eval_minutes, loss_params=tuple(loss_params.tolist()),
-            curve_params=(float(FAMILIES.index(family)), float(runs.index(run)))))
-    return jobs
+        true[rows], observed[rows] = run.test_score[idx], run.eval_score[idx]
+        declines[rows], peak[rows] = run.declines, run.peak_progress
+    if c.corpus_noise == "added":
+        observed = observe(observed, noise[:n])
+    family = np.array([FAMILIES.index(f) for f in families], np.float64)[jtype]
+    return Curves(declines, peak,
+                  np.array([getattr(config.job_types, t).eval_minutes for t in JOB_TYPES],
+                           np.float64)[jtype],
+                  loss_params, np.arange(n + 1, dtype=np.int64) * 2,
+                  np.column_stack([family, picks.astype(np.float64)]).ravel(), true, observed)

@@ -27,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import ConfigError, SimConfig, TraceConfig
-from ..sim.jobs import JobSpec
+from ..sim.jobs import JOB_TYPES
+from ..sim.workload_arrays import Specs
 
 PACKAGED = "philly.csv.gz"  # the public Philly subset shipped as package data (data/README.md)
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
@@ -137,23 +138,24 @@ def select_window(rows: TraceRows, cfg: TraceConfig) -> TraceRows:
 
 def job_type_of(duration_s: float, gpus: int, cfg: TraceConfig) -> str:
     """LoRA / DPO / RLHF from trace GPU-hours, with many-GPU jobs always RLHF."""
+    return JOB_TYPES[int(trace_types(np.array([duration_s]), np.array([gpus]), cfg)[0])]
+
+
+def trace_types(duration_s: np.ndarray, gpus: np.ndarray, cfg: TraceConfig) -> np.ndarray:
+    """`job_type_of` of each trace job, as type codes (indices in JOB_TYPES)."""
     gpu_hours = duration_s * gpus / 3600.0
-    if gpus >= cfg.rlhf_min_gpus or gpu_hours > cfg.dpo_max_gpu_hours:
-        return "rlhf"
-    return "lora" if gpu_hours <= cfg.lora_max_gpu_hours else "dpo"
+    rlhf = (gpus >= cfg.rlhf_min_gpus) | (gpu_hours > cfg.dpo_max_gpu_hours)
+    lora = gpu_hours <= cfg.lora_max_gpu_hours
+    codes = np.where(lora, JOB_TYPES.index("lora"), JOB_TYPES.index("dpo"))
+    return np.where(rlhf, JOB_TYPES.index("rlhf"), codes).astype(np.int64)
 
 
-def trace_specs(config: SimConfig, window: TraceRows, tenants: np.ndarray,
-                hacking: np.ndarray) -> list[JobSpec]:
+def trace_specs(config: SimConfig, window: TraceRows, tenants: np.ndarray, types: np.ndarray,
+                hacking: np.ndarray) -> Specs:
     """Arrival, duration, GPUs and type of each windowed trace job, scaled to the cluster."""
     cfg = config.trace
     cap = min(cfg.gpu_cap, config.cluster.gpus)
-    specs = []
-    for i in range(len(window.submit)):
-        job_type = job_type_of(float(window.duration[i]), int(window.gpus[i]), cfg)
-        gpus = int(min(cap, max(1, round(window.gpus[i] * cfg.gpu_scale))))
-        duration = max(cfg.min_duration_min, window.duration[i] / 60.0 * cfg.time_scale)
-        specs.append(JobSpec(i, int(tenants[i]), job_type,
-                             float(window.submit[i] / 60.0 * cfg.time_scale), float(duration),
-                             gpus, bool(job_type == "rlhf" and hacking[i])))
-    return specs
+    gpus = np.minimum(cap, np.maximum(1, np.rint(window.gpus * cfg.gpu_scale))).astype(np.int64)
+    duration = np.maximum(cfg.min_duration_min, window.duration / 60.0 * cfg.time_scale)
+    return Specs(np.asarray(tenants, np.int64), types, window.submit / 60.0 * cfg.time_scale,
+                 duration.astype(np.float64), gpus, (types == JOB_TYPES.index("rlhf")) & hacking)
