@@ -18,6 +18,7 @@ import pytest
 
 from evalstop_gym.sim import native
 from evalstop_gym.sim.jobs import Job
+from evalstop_gym.sim.packing import pack
 from evalstop_gym.sim.workload_arrays import arrays_of, jobs_of
 from evalstop_gym.simulate import resolve_config
 from evalstop_gym.workloads import draw_workload, generate_workload
@@ -79,6 +80,20 @@ def test_jobs_and_packed_arrays_are_the_job_by_job_paths(name: str) -> None:
         milestones = MILESTONES[seed % len(MILESTONES)]
         assert [job_digest(jobs), pack_digest(jobs, milestones)] == DIGESTS[f"{name}/{seed}"], \
             f"{name} seed {seed}"
+
+
+@pytest.mark.parametrize("name", sorted(GRID))
+def test_packing_the_drawn_arrays_is_packing_the_records(name: str) -> None:
+    """The vector env's reset (draw, pack) gives the dict `native.run` packs from the records."""
+    config = resolve_config(*GRID[name])
+    for seed in SEEDS[:4]:
+        milestones = MILESTONES[seed % len(MILESTONES)]
+        direct = pack(draw_workload(config, seed), milestones)
+        via_jobs = native._pack(generate_workload(config, seed), milestones)
+        assert sorted(direct) == sorted(via_jobs)
+        for key, value in via_jobs.items():
+            assert direct[key].dtype == value.dtype and direct[key].tobytes() == value.tobytes(), \
+                f"{name} seed {seed}: {key}"
 
 
 def test_records_and_arrays_round_trip() -> None:

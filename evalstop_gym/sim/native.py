@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..config import SimConfig
-from .checks import check_work_rows, merge_checks
-from .curves import exp_loss
 from .jobs import STATES, Job, JobState, Observation
 from .kernel import SimulationError
+from .packing import pack
 from .protocols import Policy, capabilities
 from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of the engine)
     KEY_ARRIVAL,
@@ -41,6 +40,7 @@ from .rules import (  # noqa: F401  (the vocabulary, re-exported for callers of 
 )
 from .transitions import COMPLETION
 from .workload import JOB_TYPES
+from .workload_arrays import arrays_of
 
 AVAILABLE = importlib.util.find_spec("numba") is not None   # imported on first compiled run
 ENGINES = ("auto", "native", "python")
@@ -127,88 +127,24 @@ def execute(config: SimConfig, jobs: list[Job], spec: NativeSpec, milestones: tu
 
 
 def _pack(jobs: list[Job], milestones: tuple[float, ...]) -> dict[str, Any]:
-    """Jobs as arrays named as `native_kernel.run`'s parameters; each job's check points (evals,
-    milestones, completion) laid end to end.
-
-    Jobs usually share one eval schedule (the same array object), so the checks, scores and
-    losses are computed per schedule, as a matrix over its jobs.
-    """
-    return {**_job_fields(jobs), **_check_arrays(jobs, _schedules(jobs, milestones))}
-
-
-Schedules = dict[int, tuple[list[tuple[float, int]], list[int]]]
+    """Jobs as arrays named as `native_kernel.run`'s parameters (`packing.pack` of the jobs'
+    arrays, at each job's speed); each job gets its checks and their work, as Cluster gives
+    each job."""
+    packed = pack(arrays_of(jobs), milestones)
+    packed["speed"] = np.array([j.speed for j in jobs], np.float64)
+    attach_checks(jobs, packed)
+    return packed
 
 
-def _schedules(jobs: list[Job], milestones: tuple[float, ...]) -> Schedules:
-    """Each eval schedule's check points and the jobs that share it (by the schedule's id);
-    each job gets its own list of checks, as Cluster gives each job."""
-    extra = sorted({round(float(m), 10) for m in milestones if 0.0 < m < 1.0})
-    layouts: Schedules = {}
-    for i, job in enumerate(jobs):
-        key = id(job.eval_points)
-        if key not in layouts:
-            layouts[key] = (merge_checks(job, extra), [])
-        layouts[key][1].append(i)
-        job.checks = list(layouts[key][0])
-    return layouts
-
-
-def _check_arrays(jobs: list[Job], layouts: Schedules) -> dict[str, np.ndarray]:
-    """Every job's checks and evals laid end to end (pointers, progress, kind, work, score,
-    loss), computed per schedule as a matrix over the jobs that share it."""
-    n = len(jobs)
-    chk_ptr, ev_ptr = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
-    for checks, members in layouts.values():
-        chk_ptr[np.asarray(members) + 1] = len(checks)
-        ev_ptr[np.asarray(members) + 1] = sum(i >= 0 for _, i in checks)
-    np.cumsum(chk_ptr, out=chk_ptr)
-    np.cumsum(ev_ptr, out=ev_ptr)
-    size = int(chk_ptr[-1])
-    chk_prog, chk_idx, chk_work = np.empty(size), np.empty(size, np.int64), np.empty(size)
-    chk_score, chk_loss = np.full(size, np.nan), np.empty(size)
-    ev_score, ev_prog = np.empty(int(ev_ptr[-1])), np.empty(int(ev_ptr[-1]))
-    for checks, members in layouts.values():
-        rows = np.asarray(members)
-        where = (chk_ptr[rows][:, None] + np.arange(len(checks))).ravel()
-        prog = np.array([c[0] for c in checks])
-        idx = np.array([c[1] for c in checks], np.int64)
-        chk_prog[where] = np.tile(prog, len(rows))
-        chk_idx[where] = np.tile(idx, len(rows))
-        observed = np.stack([jobs[i].eval_observed for i in members])
-        evals = idx >= 0
-        scores = np.full((len(rows), len(checks)), np.nan)
-        scores[:, evals] = observed[:, idx[evals]]
-        chk_score[where] = scores.ravel()
-        # each job's evals end to end, in check order: the history the rules read
-        ev_where = (ev_ptr[rows][:, None] + np.arange(int(evals.sum()))).ravel()
-        ev_score[ev_where] = scores[:, evals].ravel()
-        ev_prog[ev_where] = np.tile(prog[evals], len(rows))
-        params = np.array([jobs[i].loss_params for i in members], dtype=np.float64)
-        losses = exp_loss(prog[None, :], *(params[:, k:k + 1] for k in range(4)))
-        chk_loss[where] = losses.ravel()
-        work = check_work_rows([jobs[i] for i in members], prog)
-        chk_work[where] = work.ravel()
-        for i, row in zip(members, work.tolist(), strict=True):
-            jobs[i].check_work = row
-    return {"chk_ptr": chk_ptr, "chk_prog": chk_prog, "chk_work": chk_work, "chk_idx": chk_idx,
-            "chk_score": chk_score, "chk_loss": chk_loss, "ev_ptr": ev_ptr, "ev_score": ev_score,
-            "ev_prog": ev_prog}
-
-
-def _job_fields(jobs: list[Job]) -> dict[str, np.ndarray]:
-    """Each job's own fields, an array per field."""
-    type_code = {t: k for k, t in enumerate(JOB_TYPES)}
-    return {
-        "arrival": np.array([j.arrival for j in jobs], np.float64),
-        "gpus": np.array([j.gpus for j in jobs], np.int64),
-        "duration": np.array([j.duration for j in jobs], np.float64),
-        "dur_est": np.array([j.duration_estimate for j in jobs], np.float64),
-        "eval_min": np.array([j.eval_minutes for j in jobs], np.float64),
-        "peak": np.array([j.peak_work for j in jobs], np.float64),
-        "speed": np.array([j.speed for j in jobs], np.float64),
-        "jtype": np.array([type_code[j.job_type] for j in jobs], np.int64),
-        "paced": np.array([j.eval_work is not None for j in jobs], np.bool_),
-    }
+def attach_checks(jobs: list[Job], packed: dict[str, Any]) -> None:
+    """Each job's own list of checks and the work at each, from its span of the packed arrays
+    (what `_unpack` and the job's reported progress read)."""
+    ptr = packed["chk_ptr"].tolist()
+    prog, idx, work = (packed[k].tolist() for k in ("chk_prog", "chk_idx", "chk_work"))
+    for k, job in enumerate(jobs):
+        lo, hi = ptr[k], ptr[k + 1]
+        job.checks = list(zip(prog[lo:hi], idx[lo:hi], strict=True))
+        job.check_work = work[lo:hi]
 
 
 def _no_stops(job_type: str, value: float) -> str:

@@ -2,8 +2,8 @@
 
 The workload is drawn straight into this structure (`evalstop_gym.workloads.draw_workload`), so
 the compiled engine can be loaded from it without building a record per job; `jobs_of` makes
-the records from it for the reference engine and the scoring, `arrays_of` the other way round.
-Ragged parts (each job's curve
+the records from it for the reference engine and the scoring, `arrays_of` the other way round
+(the compiled engine's packer reads arrays only, `packing.py`). Ragged parts (each job's curve
 parameters and its evals) are laid end to end with offsets, as the engine lays out checks.
 A source of jobs (synthetic or a trace) gives `Specs`, a source of curves (formulas or the
 corpus) `Curves`; `sim.workload.finish_arrays` joins them with the step-time jitter.
