@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evalstop_gym.env.batch_arrays import Extra, load_truth
+from evalstop_gym.env.compiled_batch import CompiledBatch
 from evalstop_gym.sim import native
 from evalstop_gym.sim.jobs import Job
 from evalstop_gym.sim.packing import pack
@@ -110,3 +112,34 @@ def test_records_and_arrays_round_trip() -> None:
         job.set_pace(None if job.eval_work is None else job.eval_work[: 5 + k])
     assert job_digest(jobs_of(arrays_of(jobs))) == job_digest(jobs)
     assert pack_digest(jobs_of(arrays_of(jobs)), (0.5,)) == pack_digest(jobs, (0.5,))
+
+
+def test_the_hidden_truth_loaded_is_each_jobs() -> None:
+    w = draw_workload(resolve_config("e2"), 2)
+    jobs, n, n_ev = jobs_of(w), w.n_jobs, int(w.ev_ptr[-1])
+    extra = Extra(np.zeros((2, n), bool), np.zeros((2, n)), np.zeros((2, n_ev)),
+                  np.zeros((2, n_ev)))
+    load_truth(extra, 1, w)
+    assert extra.is_hacking[1].tolist() == [j.is_hacking for j in jobs]
+    assert extra.peak_prog[1].tolist() == [j.peak_progress for j in jobs]
+    assert extra.ev_point[1].tolist() == np.concatenate([j.eval_points for j in jobs]).tolist()
+    assert extra.ev_true[1].tolist() == np.concatenate([j.eval_true for j in jobs]).tolist()
+    assert not extra.is_hacking[0].any()
+
+
+def test_an_episode_of_the_vector_env_builds_no_job_record(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resets, steps and scoring run on arrays: with Job.__init__ made to fail, three episodes
+    reset, run to their end and are scored."""
+    batch = CompiledBatch(3, "e2", **{"workload.n_jobs": 30})
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a job record was built")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Job, "__init__", refuse)
+        batch.reset([0, 1, 2], [1, 2, 3])
+        while not batch.terminated.all():
+            batch.step(np.zeros(3, np.int64))
+        scores = [batch.metrics(i) for i in range(3)]
+    assert all(scores) and scores[0] != scores[1]

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..sim.jobs import Job
 from ..sim.native_kernel import N_FLOAT_SLOTS, N_INT_SLOTS, Jobs, LoopState, Outcome
+from ..sim.workload_arrays import WorkloadArrays
 
 # per-env reward state: ints (arrivals admitted, open jobs), floats (booked integrals,
 # integrals at the last decision, the episode's term totals)
@@ -98,12 +98,13 @@ def grown_heaps(loop: LoopState) -> LoopState:
     return loop._replace(heap=bigger[0], rheap=bigger[1])
 
 
-def load_truth(extra: Extra, i: int, jobs: list[Job], ev_ptr: np.ndarray) -> None:
+def load_truth(extra: Extra, i: int, workload: WorkloadArrays) -> None:
     """Row i's hidden truth: each job's label, true peak, eval points and true scores (in its
     ev_* span: a job has one eval check per eval point)."""
-    n = len(jobs)
-    extra.is_hacking[i, :n] = [j.is_hacking for j in jobs]
-    extra.peak_prog[i, :n] = [j.peak_progress for j in jobs]
-    if int(ev_ptr[n]):
-        extra.ev_point[i, :ev_ptr[n]] = np.concatenate([j.eval_points for j in jobs])
-        extra.ev_true[i, :ev_ptr[n]] = np.concatenate([j.eval_true for j in jobs])
+    n, n_ev = workload.n_jobs, int(workload.ev_ptr[-1])
+    extra.is_hacking[i, :n] = workload.is_hacking
+    extra.peak_prog[i, :n] = workload.peak_progress
+    if n_ev:
+        extra.ev_point[i, :n_ev] = np.concatenate(
+            [workload.schedule_points(s) for s in workload.schedule.tolist()])
+        extra.ev_true[i, :n_ev] = workload.eval_true

@@ -8,8 +8,9 @@ bit for bit (`tests/test_vector_equivalence.py`): the loop is the one `simulate`
 reward and observation are the single env's own functions, compiled.
 
 State lives in 2-D arrays (`batch_arrays.py`: a row per env, padded to the largest workload
-seen); a reset packs one workload into its row in Python (`native._pack`) and the finished
-episode's metrics are computed from its arrays by `metrics.score_table`, as `simulate` does.
+seen); a reset draws one workload as arrays (`workloads.draw_workload`, no job records) and packs
+it into its row (`packing.pack`); the finished episode's metrics are computed from its arrays by
+`metrics.score_table`, as `simulate` does: no job record is made in an episode.
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ from gymnasium import spaces
 from ..config import SimConfig
 from ..metrics import JobTruth, score_table, table_of_arrays
 from ..policies import BASES, make_base
-from ..sim import native
 from ..sim import native_kernel as kernel
 from ..sim.jobs import Job
 from ..sim.kernel import SimulationError
 from ..sim.native_kernel import F_ANSWER, Jobs, Outcome, Platform
+from ..sim.packing import pack
 from ..sim.protocols import capabilities
 from ..sim.rules import RULE_AGENT, disagreement
 from ..sim.workload import JOB_TYPES, eval_points
+from ..sim.workload_arrays import WorkloadArrays, arrays_of
 from ..simulate import resolve_config
-from ..workloads import generate_workload
+from ..workloads import draw_workload
 from .arguments import check_milestones, check_monitored
 from .batch_arrays import R_TOTAL, BatchArrays, allocate, grown_heaps, load_truth
 from .batch_core import check_num_envs, check_stop
@@ -81,9 +83,8 @@ class CompiledBatch:
         self.reward = np.zeros(n, np.float64)
         self.terminated = np.ones(n, np.bool_)
         self._asked = np.full(n, -1, np.int64)
-        self._jobs: list[list[Job] | None] = [None] * n
+        self._workloads: list[WorkloadArrays | None] = [None] * n   # static per-job fields
         self._packed: list[dict[str, np.ndarray] | None] = [None] * n
-        self._tenants: list[np.ndarray] = [np.empty(0, np.int64)] * n   # scoring reads them
         self._seeds = [-1] * n
         self._metrics: list[dict[str, float] | None] = [None] * n
         self._caps = (0, 0, 0)
@@ -122,7 +123,7 @@ class CompiledBatch:
 
     def metrics(self, i: int) -> dict[str, float]:
         """Env i's finished episode's paper metrics (== the single env's info["metrics"])."""
-        if not self.terminated[i] or self._jobs[i] is None:
+        if not self.terminated[i] or self._workloads[i] is None:
             raise RuntimeError(f"env {i} has no finished episode")
         if self._metrics[i] is None:
             self._metrics[i] = self._score(i)
@@ -157,9 +158,10 @@ class CompiledBatch:
 
     def _load(self, i: int, seed: int) -> None:
         """Pack the workload of `seed` into row i (growing every row when it does not fit)."""
-        jobs = self._workload(seed)
-        packed = native._pack(jobs, self.milestones)
-        n, n_chk, n_ev = len(jobs), len(packed["chk_prog"]), len(packed["ev_score"])
+        drawn = self._workload(seed)
+        workload = arrays_of(drawn) if isinstance(drawn, list) else drawn
+        packed = pack(workload, self.milestones)
+        n, n_chk, n_ev = workload.n_jobs, len(packed["chk_prog"]), len(packed["ev_score"])
         if n > self._caps[0] or n_chk > self._caps[1] or n_ev > self._caps[2]:
             self._alloc(max(n, self._caps[0]), max(n_chk, self._caps[1]),
                         max(n_ev, self._caps[2]))
@@ -169,7 +171,7 @@ class CompiledBatch:
             row = getattr(all_jobs, name)[i]
             value = packed[name]
             row[:len(value)] = value
-        load_truth(arrays.extra, i, jobs, packed["ev_ptr"])
+        load_truth(arrays.extra, i, workload)
         outs.state[i], outs.work[i], outs.next_check[i], outs.epoch[i] = 0, 0.0, 0, 0
         outs.has_run[i], outs.first_start[i], outs.end_time[i] = False, np.nan, np.nan
         outs.gpu_min[i], outs.gpu_after[i], outs.n_pre[i], outs.phase_start[i] = 0.0, 0.0, 0, 0.0
@@ -182,14 +184,15 @@ class CompiledBatch:
         arrays.order[i, :n] = loops.arrivals[i, :n]
         arrays.reward_ints[i] = 0
         arrays.reward_floats[i] = 0.0
-        self._jobs[i], self._packed[i], self._seeds[i] = jobs, packed, seed
-        self._tenants[i] = np.array([j.tenant for j in jobs], np.int64)
+        self._workloads[i], self._packed[i], self._seeds[i] = workload, packed, seed
         self._asked[i] = -1
         self._metrics[i] = None
 
-    def _workload(self, seed: int) -> list[Job]:
-        """The jobs of `seed`: those `EvalStopClusterEnv.reset(seed=seed)` runs."""
-        return generate_workload(self.config, seed)
+    def _workload(self, seed: int) -> WorkloadArrays | list[Job]:
+        """The workload of `seed` as arrays: the jobs `EvalStopClusterEnv.reset(seed=seed)`
+        runs (no record per job is built on a reset). A subclass may return job records
+        instead (a hand-made workload); they are packed through their arrays."""
+        return draw_workload(self.config, seed)
 
     def _score(self, i: int) -> dict[str, float]:
         """Env i's metrics from its arrays, by the function `simulate` scores every run with."""
@@ -198,7 +201,9 @@ class CompiledBatch:
         n, n_chk, n_ev = len(packed["arrival"]), len(packed["chk_prog"]), len(packed["ev_score"])
         out = {name: getattr(self._arrays.out, name)[i, :n_chk if name == "chk_time" else n]
                for name in Outcome._fields}
-        truth = JobTruth(self._tenants[i], extra.is_hacking[i, :n], extra.peak_prog[i, :n],
+        workload = self._workloads[i]
+        assert workload is not None
+        truth = JobTruth(workload.tenant, extra.is_hacking[i, :n], extra.peak_prog[i, :n],
                          extra.ev_point[i, :n_ev], extra.ev_true[i, :n_ev])
         table = table_of_arrays(packed, out, truth)
         return score_table(table, self.config.metrics, self.config.cluster.gpus)[1]
