@@ -111,6 +111,8 @@ def test_records_and_arrays_round_trip() -> None:
         job.eval_true, job.eval_observed = job.eval_true[: 5 + k], job.eval_observed[: 5 + k]
         job.set_pace(None if job.eval_work is None else job.eval_work[: 5 + k])
     assert job_digest(jobs_of(arrays_of(jobs))) == job_digest(jobs)
+    flat = arrays_of(jobs).eval_points_flat()
+    assert flat.tobytes() == np.concatenate([j.eval_points for j in jobs]).tobytes()
     assert pack_digest(jobs_of(arrays_of(jobs)), (0.5,)) == pack_digest(jobs, (0.5,))
 
 
@@ -125,6 +127,7 @@ def test_the_hidden_truth_loaded_is_each_jobs() -> None:
     assert extra.ev_point[1].tolist() == np.concatenate([j.eval_points for j in jobs]).tolist()
     assert extra.ev_true[1].tolist() == np.concatenate([j.eval_true for j in jobs]).tolist()
     assert not extra.is_hacking[0].any()
+    assert w.planned_gpu_minutes().tolist() == [j.planned_gpu_minutes for j in jobs]
 
 
 def test_an_episode_of_the_vector_env_builds_no_job_record(

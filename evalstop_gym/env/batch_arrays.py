@@ -105,6 +105,5 @@ def load_truth(extra: Extra, i: int, workload: WorkloadArrays) -> None:
     extra.is_hacking[i, :n] = workload.is_hacking
     extra.peak_prog[i, :n] = workload.peak_progress
     if n_ev:
-        extra.ev_point[i, :n_ev] = np.concatenate(
-            [workload.schedule_points(s) for s in workload.schedule.tolist()])
+        extra.ev_point[i, :n_ev] = workload.eval_points_flat()
         extra.ev_true[i, :n_ev] = workload.eval_true

@@ -75,6 +75,12 @@ class WorkloadArrays(NamedTuple):
     def schedule_points(self, s: int) -> np.ndarray:
         return self.points[self.sched_ptr[s]:self.sched_ptr[s + 1]]
 
+    def eval_points_flat(self) -> np.ndarray:
+        """Each job's eval points, end to end (aligned with eval_true: the ev_ptr spans)."""
+        job = np.repeat(np.arange(self.n_jobs), np.diff(self.ev_ptr))
+        at = np.arange(len(job)) - self.ev_ptr[job]
+        return self.points[self.sched_ptr[self.schedule[job]] + at]
+
     def planned_gpu_minutes(self) -> np.ndarray:
         """`Job.planned_gpu_minutes` of every job (the same float operations)."""
         return self.gpus * (self.duration + np.diff(self.ev_ptr) * self.eval_min)
