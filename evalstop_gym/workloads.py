@@ -1,9 +1,11 @@
-"""The one place a run's jobs are made: arrivals x curves x pace.
+"""The one place a run's jobs are drawn: arrivals x curves x pace, into arrays.
 
 Arrivals, sizes and labels come from the synthetic generator (`sim.workload.synthetic_specs`) or
 a window of the Philly trace (`traces.philly`); curves from the formulas (`sim.workload.
-make_jobs`) or the corpus of real runs (`traces.corpus`); step-time jitter last (`sim.pace`).
-Each from its own stream of the run's seed. `sim/workload.py` holds the primitives and `traces/`
+formula_curves`) or the corpus of real runs (`traces.corpus`); step-time jitter last
+(`sim.workload.draw_pace`). Each from its own stream of the run's seed, straight into a
+`WorkloadArrays` (`draw_workload`: what the compiled vector env loads); `generate_workload`
+makes the job records from those arrays. `sim/workload.py` holds the primitives and `traces/`
 the readers; this module sits above both, so neither imports the other.
 """
 

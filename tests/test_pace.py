@@ -136,7 +136,7 @@ def test_a_volatility_that_is_not_a_finite_number_names_the_field(value: object)
 
 
 def test_a_workloads_peaks_are_placed_as_each_job_would_place_its_own() -> None:
-    """assign_pace computes every job's peak work at once (row_work_at); it must be the very
+    """draw_pace computes every job's peak work at once (row_work_at); it must be the very
     float `Job.work_at` gives."""
     config = SimConfig().with_overrides({"workload.n_jobs": 120})
     for job in generate_workload(config, 8):

@@ -19,18 +19,6 @@ from .pace import progress_between, work_at
 JOB_TYPES = ("lora", "dpo", "rlhf")
 
 
-class JobSpec(NamedTuple):
-    """What a workload source decides about a job before its curves are drawn."""
-
-    job_id: int
-    tenant: int
-    job_type: str
-    arrival: float      # minutes
-    duration: float     # true training minutes
-    gpus: int
-    is_hacking: bool
-
-
 class JobState(str, enum.Enum):
     PENDING = "pending"        # arrived, never run
     RUNNING = "running"        # holds its GPUs (training, evaluating or restarting)
