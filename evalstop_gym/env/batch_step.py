@@ -31,11 +31,11 @@ from ..sim.native_kernel import (
 )
 from .batch_arrays import R_ADMITTED, R_BOOKED, R_LAST, R_OPEN, R_TOTAL, Extra
 from .observation import (
+    clipped,
     fill_cluster_row,
     fill_job_row,
     fill_stop_observation,
     fill_tail,
-    put_clipped,
 )
 from .reward import (
     admitted_by,
@@ -50,7 +50,7 @@ from .reward import (
 
 # numba must know every plain function a compiled one calls before it compiles the caller (the
 # rules' own, such as `decline_count`, are known once the engine's import compiled a rule)
-for _plain in (best_eval, true_score_at, fill_job_row, fill_cluster_row, put_clipped, fill_tail,
+for _plain in (best_eval, true_score_at, fill_job_row, fill_cluster_row, clipped, fill_tail,
                fill_stop_observation, admitted_by, sweep_open, held_minutes, integrals,
                step_terms, weighted_reward, segment_waste, stop_quality_lost):
     jitable(_plain)
