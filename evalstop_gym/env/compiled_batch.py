@@ -174,6 +174,11 @@ class CompiledBatch:
             compiled = overloads.get(tuple(step_all.typeof_pyval(a) for a in args))
             self._entry = compiled.entry_point if compiled is not None else step_all
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the entry point (machine code does not pickle: a copy types its
+        arguments again on its first step)."""
+        return {**self.__dict__, "_entry": None}
+
     def _load(self, i: int, seed: int) -> None:
         """Pack the workload of `seed` into row i (growing every row when it does not fit)."""
         jobs = self._workload(seed)
