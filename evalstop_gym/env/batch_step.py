@@ -4,9 +4,10 @@ Each env is the compiled engine's event loop (`sim.native_kernel.advance`) pause
 the agent answers (`rules.RULE_AGENT`); `step_all` runs each env to its next decision and writes
 its reward, observation row and terminated flag. It computes nothing of its own: the reward is
 `reward.py`'s functions and the observation `observation.fill_stop_observation`, compiled here
-from the same plain functions the single env calls, on the engine's arrays. Observations read
-only what a view shows (scores, losses, progress, arrival, the type's estimate, attained
-minutes); the reward also reads the hidden truth (`batch_arrays.Extra`).
+from the same plain functions the single env calls, on env i's rows of the engine's arrays
+(`batch_rows`). Observations read only what a view shows (scores, losses, progress, arrival,
+the type's estimate, attained minutes); the reward also reads the hidden truth
+(`batch_arrays.Extra`).
 """
 
 from __future__ import annotations
@@ -25,17 +26,15 @@ from ..sim.native_kernel import (
     S_N_RUN,
     S_N_WAIT,
     S_PENDING,
-    Jobs,
-    LoopState,
-    Outcome,
 )
-from .batch_arrays import R_ADMITTED, R_BOOKED, R_LAST, R_OPEN, R_TOTAL, Extra
+from .batch_arrays import R_ADMITTED, R_BOOKED, R_LAST, R_OPEN, R_TOTAL
+from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .observation import (
+    clipped,
     fill_cluster_row,
     fill_job_row,
     fill_stop_observation,
     fill_tail,
-    put_clipped,
 )
 from .reward import (
     admitted_by,
@@ -50,35 +49,10 @@ from .reward import (
 
 # numba must know every plain function a compiled one calls before it compiles the caller (the
 # rules' own, such as `decline_count`, are known once the engine's import compiled a rule)
-for _plain in (best_eval, true_score_at, fill_job_row, fill_cluster_row, put_clipped, fill_tail,
+for _plain in (best_eval, true_score_at, fill_job_row, fill_cluster_row, clipped, fill_tail,
                fill_stop_observation, admitted_by, sweep_open, held_minutes, integrals,
                step_terms, weighted_reward, segment_waste, stop_quality_lost):
     jitable(_plain)
-
-
-@njit(cache=True, inline="always")
-def _jobs_row(all_jobs, i):
-    a = all_jobs
-    return Jobs(a.arrival[i], a.gpus[i], a.duration[i], a.dur_est[i], a.eval_min[i], a.peak[i],
-                a.speed[i], a.jtype[i], a.paced[i], a.chk_ptr[i], a.chk_prog[i], a.chk_work[i],
-                a.chk_idx[i], a.chk_loss[i], a.ev_ptr[i], a.ev_score[i], a.ev_prog[i])
-
-
-@njit(cache=True, inline="always")
-def _out_row(all_outs, i):
-    a = all_outs
-    return Outcome(a.state[i], a.work[i], a.next_check[i], a.epoch[i], a.has_run[i],
-                   a.first_start[i], a.end_time[i], a.gpu_min[i], a.gpu_after[i], a.n_pre[i],
-                   a.phase_start[i], a.chk_time[i], a.stop_value[i])
-
-
-@njit(cache=True, inline="always")
-def _loop_row(all_loops, i):
-    a = all_loops
-    return LoopState(a.phase[i], a.cls_gpus[i], a.cls[i], a.cls_off[i], a.cls_size[i], a.wait[i],
-                     a.major[i], a.key[i], a.run_seq[i], a.run_list[i], a.run_pos[i],
-                     a.run_version[i], a.arrivals[i], a.heap[i], a.rheap[i], a.int_slots[i],
-                     a.float_slots[i], a.continued[i])
 
 
 @njit(cache=True, inline="always")
@@ -97,7 +71,7 @@ def _system_integrals(i, now, jobs, out, loop, int_slots, reward_ints, reward_fl
     held = held_minutes(now, loop.run_list, int_slots[S_N_RUN], jobs.gpus, loop.phase,
                         out.phase_start)
     reward_ints[i, R_ADMITTED], reward_ints[i, R_OPEN] = admitted, n_open
-    booked = reward_floats[i]
+    booked = row(reward_floats, i)
     booked[R_BOOKED], booked[R_BOOKED + 1], booked[R_BOOKED + 2] = b0, b1, b2
     return integrals((b0, b1, b2), (s0, s1, s2), held)
 
@@ -142,12 +116,12 @@ def _observe(i, j, now, total_gpus, jobs, out, int_slots, rows, bounds, tmp):
     _, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
     e0 = jobs.ev_ptr[j]
     fill_stop_observation(
-        (rows[0][i], rows[1][i], rows[2][i], rows[3][i], rows[4][i], rows[5][i], rows[6][i],
-         rows[7][i]), bounds, tmp, jobs.jtype[j], jobs.chk_prog[c], jobs.chk_loss[c],
-        jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev],
-        jobs.chk_loss[first:first + passed], jobs.dur_est[j], jobs.gpus[j],
-        now - jobs.arrival[j], out.gpu_min[j] / jobs.gpus[j], out.n_pre[j], now, total_gpus,
-        int_slots[S_FREE], int_slots[S_N_WAIT], int_slots[S_N_RUN])
+        (row(rows[0], i), row(rows[1], i), row(rows[2], i), row(rows[3], i), row(rows[4], i),
+         row(rows[5], i), row(rows[6], i), row(rows[7], i)), bounds, tmp, jobs.jtype[j],
+        jobs.chk_prog[c], jobs.chk_loss[c], jobs.ev_score[e0:e0 + n_ev],
+        jobs.ev_prog[e0:e0 + n_ev], jobs.chk_loss[first:first + passed], jobs.dur_est[j],
+        jobs.gpus[j], now - jobs.arrival[j], out.gpu_min[j] / jobs.gpus[j], out.n_pre[j], now,
+        total_gpus, int_slots[S_FREE], int_slots[S_N_WAIT], int_slots[S_N_RUN])
 
 
 @njit(cache=True)
@@ -161,8 +135,8 @@ def step_all(spec, arrays, pass_space, weights, asked, terminated, reward_out, r
     for i in range(todo.shape[0]):
         if not todo[i]:
             continue
-        jobs, out, loop = _jobs_row(all_jobs, i), _out_row(all_outs, i), _loop_row(all_loops, i)
-        int_slots = all_loops.int_slots[i]
+        jobs, out, loop = jobs_row(all_jobs, i), out_row(all_outs, i), loop_row(all_loops, i)
+        int_slots = loop.int_slots
         if fresh:
             int_slots[S_N_CONT] = 0
         answered = asked[i]
@@ -172,10 +146,9 @@ def step_all(spec, arrays, pass_space, weights, asked, terminated, reward_out, r
         if st != kernel.OK and st != kernel.DECISION:
             continue
         now = all_loops.float_slots[i, F_NOW]
-        truth_i = Extra(truth.is_hacking[i], truth.peak_prog[i], truth.ev_point[i],
-                        truth.ev_true[i])
         value = _reward(i, now, answered, stopped, jobs, out, loop, int_slots, arrays.reward_ints,
-                        arrays.reward_floats, arrays.open[i], arrays.order[i], truth_i, weights)
+                        arrays.reward_floats, row(arrays.open, i), row(arrays.order, i),
+                        truth_row(truth, i), weights)
         reward_out[i] = value if answered >= 0 else 0.0
         if st == kernel.DECISION:
             asked[i] = int_slots[S_PENDING]

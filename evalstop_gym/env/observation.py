@@ -158,14 +158,15 @@ def fill_cluster_row(out: np.ndarray, now: float, total_gpus: int, free_gpus: in
     out[4] = total_gpus / QUEUE_SCALE
 
 
-def put_clipped(out: np.ndarray, k: int, value: float, low: np.ndarray,
-                high: np.ndarray) -> None:
-    """out[k] = value clipped to the Box's bounds [low[k], high[k]], in its float32."""
-    if value < low[k]:
-        value = low[k]
-    if value > high[k]:
-        value = high[k]
-    out[k] = np.float32(value)
+def clipped(value: float, low: float, high: float) -> float:
+    """`value` clipped to a Box's bounds [low, high]. Numbers in, a number out: compiled, a
+    helper that took the arrays paid reference counts on each of the ~50 values (measured at
+    N=64: the observation took 6.3 of the compiled step's 12.7 us per env step, 0.6 after)."""
+    if value < low:
+        value = low
+    if value > high:
+        value = high
+    return value
 
 
 def fill_tail(out: np.ndarray, mask: np.ndarray, values: Floats, low: np.ndarray,
@@ -180,7 +181,7 @@ def fill_tail(out: np.ndarray, mask: np.ndarray, values: Floats, low: np.ndarray
     for t in range(tail):
         e = n - tail + t
         value = values[e] - values[e - 1 if e > 0 else 0] if deltas else values[e]
-        put_clipped(out, h - tail + t, value, low, high)
+        out[h - tail + t] = clipped(value, low[h - tail + t], high[h - tail + t])
         mask[h - tail + t] = 1
 
 
@@ -194,11 +195,13 @@ def fill_stop_observation(rows: Rows, bounds: Bounds, tmp: np.ndarray, type_code
     o_job, o_cluster, o_scores, o_deltas, o_prog, o_mask, o_loss, o_lmask = rows
     fill_job_row(tmp, type_code, progress, loss, scores, eval_progress, losses,
                  duration_estimate, gpus, age, attained, n_preemptions)
+    low, high = bounds[0]
     for k in range(len(o_job)):
-        put_clipped(o_job, k, tmp[k], bounds[0][0], bounds[0][1])
+        o_job[k] = clipped(tmp[k], low[k], high[k])
     fill_cluster_row(tmp, now, total_gpus, free_gpus, n_waiting, n_running)
+    low, high = bounds[1]
     for k in range(len(o_cluster)):
-        put_clipped(o_cluster, k, tmp[k], bounds[1][0], bounds[1][1])
+        o_cluster[k] = clipped(tmp[k], low[k], high[k])
     fill_tail(o_scores, o_mask, scores, bounds[2][0], bounds[2][1], False)
     fill_tail(o_deltas, o_mask, scores, bounds[3][0], bounds[3][1], True)
     fill_tail(o_prog, o_mask, eval_progress, bounds[4][0], bounds[4][1], False)
