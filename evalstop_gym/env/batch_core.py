@@ -75,6 +75,9 @@ class BatchCore(Protocol):
     def job_id(self, i: int) -> int:
         """The reporting job's id at env i's current decision (-1 at the end)."""
 
+    def job_ids(self) -> np.ndarray:
+        """Every env's `job_id`, as an int64 array (one call per step, not N)."""
+
 
 class ReferenceBatch:
     """`BatchCore` over N `EvalStopClusterEnv(control="stop")` driven in Python: the equivalence
@@ -142,6 +145,9 @@ class ReferenceBatch:
 
     def job_id(self, i: int) -> int:
         return int(self._infos[i].get("job_id", -1))
+
+    def job_ids(self) -> np.ndarray:
+        return np.array([self.job_id(i) for i in range(self.num_envs)], np.int64)
 
 
 class EpisodeSeeds:

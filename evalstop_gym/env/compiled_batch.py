@@ -139,6 +139,9 @@ class CompiledBatch:
         """The reporting job's id at env i's current decision (-1 at the end)."""
         return int(self._asked[i])
 
+    def job_ids(self) -> np.ndarray:
+        return self._asked.copy()
+
     # ------------------------------------------------------------------ internals
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:

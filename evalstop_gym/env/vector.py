@@ -189,9 +189,7 @@ class EvalStopClusterVectorEnv(VectorEnv):
                 masks[i] = self.core.gym_mask(i)
             infos["action_mask"] = masks
         else:
-            infos["job_id"] = np.fromiter(
-                (self.core.job_id(i) if live[i] else 0 for i in range(self.num_envs)),
-                dtype=np.int64, count=self.num_envs)
+            infos["job_id"] = np.where(live, self.core.job_ids(), 0)
             infos["_job_id"] = live
             infos["action_mask"] = np.zeros((self.num_envs, 2), dtype=np.int8)
             infos["action_mask"][given] = 1
