@@ -71,3 +71,19 @@ def test_bad_sizes_are_one_line_errors(capsys, argv, needle):
     with pytest.raises(SystemExit):
         env_throughput.main(argv)
     assert needle in capsys.readouterr().err
+
+
+def test_markdown_puts_the_tables_in_their_own_block_and_keeps_the_rest(tmp_path, capsys):
+    from evalstop_gym.benchmarks.perf.engine import NOTES_MARKER
+
+    page = tmp_path / "PERFORMANCE.md"
+    page.write_text(f"# Performance\n\nfigures\n\n{NOTES_MARKER}\n\nnotes kept\n")
+    for _ in range(2):   # a second run replaces the block, it does not add one
+        env_throughput.main([*TINY, "--markdown", str(page)])
+    text = page.read_text()
+    printed = capsys.readouterr().out
+    assert text.startswith("# Performance\n\nfigures\n\n" + NOTES_MARKER)
+    assert text.count("<!-- env_throughput: begin -->") == 1 and "notes kept" in text
+    block = text.split("<!-- env_throughput: begin -->")[1].split("<!-- env_throughput: end")[0]
+    assert "--markdown" in block and "vector stop N=3 engine=auto" in block
+    assert block.count("CartPole-v1 (random)") == 1 and printed.count("CartPole-v1 (random)") == 2

@@ -7,14 +7,19 @@ against the vector env (N=64), split into rollout collection and gradient update
 A benchmark, not a timed test: numbers depend on the machine and its load, so the ratio to
 CartPole (measured in the same process, same minute) is the figure to compare across machines.
 
-    python -m evalstop_gym.benchmarks.perf.env_throughput --seconds 5 --ppo
+    python -m evalstop_gym.benchmarks.perf.env_throughput --ppo --markdown PERFORMANCE.md
+
+With --markdown the printed tables also go into that file's own block (below the notes marker,
+which `evalstop-bench perf` keeps), with the command and the machine that measured them.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -25,6 +30,8 @@ from evalstop_gym.env.batch_core import MAX_ENVS
 from evalstop_gym.env.vector import EvalStopClusterVectorEnv
 
 from ..usage import parse_overrides
+from .engine import machine
+from .notes_block import marked, write_block
 from .state_bytes import state_bytes
 from .vector_throughput import (
     ppo_table,
@@ -35,6 +42,7 @@ from .vector_throughput import (
 )
 
 ENV_ID = "EvalStopCluster-v0"
+BLOCK = "env_throughput"   # this benchmark's block of PERFORMANCE.md
 # the bytes table's largest N: rows are sized per env (the compiled core's by the largest
 # workload among them), and tracemalloc slows the 256 resets of N=256 to minutes
 BYTES_ENVS = 64
@@ -131,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--ppo-envs", type=int, default=64, help="N of the vector env PPO run")
     parser.add_argument("--rollout", type=int, default=2048,
                         help="samples per PPO update (n_steps x envs), a multiple of --ppo-envs")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="PATH",
+                        help="also write the tables into PATH's env-throughput block "
+                             "(PERFORMANCE.md)")
     args = parser.parse_args(argv)
     for option, values in (("--sizes", args.sizes), ("--reference-size", [args.reference_size]),
                            ("--ppo-envs", [args.ppo_envs])):
@@ -158,14 +169,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows.update(vector_rows(args, overrides))
 
     base = rows["CartPole-v1 (random)"]
-    print(f"{'env':<60} {'steps/s':>10} {'vs CartPole':>12}")
-    for name, rate in rows.items():
-        print(f"{name:<60} {rate:>10.0f} {rate / base:>12.4f}")
-    print()
-    print(bytes_table(args, overrides))
+    tables = ["\n".join([f"{'env':<60} {'steps/s':>10} {'vs CartPole':>12}"] + [
+        f"{name:<60} {rate:>10.0f} {rate / base:>12.4f}" for name, rate in rows.items()])]
+    print(tables[0], end="\n\n", flush=True)
+    tables.append(bytes_table(args, overrides))
+    print(tables[-1], flush=True)
     if args.ppo:
+        tables.append(ppo_comparison(args, overrides))
         print()
-        print(ppo_comparison(args, overrides))
+        print(tables[-1])
+    if args.markdown is not None:
+        write_block(args.markdown, BLOCK, block(argv, tables))
+
+
+def block(argv: Sequence[str] | None, tables: list[str]) -> str:
+    """The tables as PERFORMANCE.md's env-throughput block: the command and machine first."""
+    command = " ".join(["python -m evalstop_gym.benchmarks.perf.env_throughput",
+                        *(sys.argv[1:] if argv is None else argv)])
+    where = machine()
+    return marked(BLOCK, "Env throughput against CartPole (benchmarks/perf/env_throughput.py)", [
+        f"`{command}`, in one run on {where['cpu']} ({where['cores']} cores, Python "
+        f"{where['python']}). Every rate is compared with CartPole-v1 single measured in the "
+        "same run, the figure to compare across machines.", "", "```text",
+        "\n\n".join(tables), "```"])
 
 
 if __name__ == "__main__":

@@ -31,10 +31,9 @@ from evalstop_gym.policies.detector import learns_from_runs
 
 from ..analysis.tables import to_markdown
 from ..detectors.replay import replay
-from ..durable import write_text
-from .engine import NOTES_MARKER
+from .notes_block import marked, write_block
 
-BEGIN, END = "<!-- online_perf: begin -->", "<!-- online_perf: end -->"
+BLOCK = "online_perf"   # this benchmark's block of PERFORMANCE.md
 SIZES = (1_000, 100_000, 1_000_000)
 CONSTANT = ("EvalStop-2", "Patience-3", "LossPlateau-0-3", "CUSUM-0-3-0.05", "CUSUM-0-3",
             "BOCPD-0.5", "MedianPruner")
@@ -145,27 +144,12 @@ def table(rows: list[dict]) -> str:
 
 
 def block(markdown: str, sizes: Sequence[int]) -> str:
-    return "\n".join([
-        BEGIN, "", "## Live monitor and log replay (benchmarks/perf/online.py)", "",
+    return marked(BLOCK, "Live monitor and log replay (benchmarks/perf/online.py)", [
         f"`python -m evalstop_gym.benchmarks.perf.online` (sizes {', '.join(map(str, sizes))}). "
         "Rows named by a detector are RunMonitor updates; `replay` is a CSV log read and "
         "replayed with EvalStop-2. x10: growth per tenfold evals (10 is linear); peak MB is "
         "tracemalloc's peak. On a shared machine the rates move between runs (and so does x10 "
-        "time); the memory figures do not.", "", markdown, "", END])
-
-
-def write_block(path: Path, text: str) -> None:
-    """Put `text` in place of the old block, else right after the notes marker; atomically."""
-    current = path.read_text() if path.exists() else f"{NOTES_MARKER}\n"
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        updated = head + text + rest.split(END, 1)[1]
-    elif NOTES_MARKER in current:
-        head, tail = current.split(NOTES_MARKER, 1)
-        updated = f"{head}{NOTES_MARKER}\n\n{text}\n{tail}"
-    else:
-        updated = f"{current.rstrip()}\n\n{NOTES_MARKER}\n\n{text}\n"
-    write_text(path, updated)
+        "time); the memory figures do not.", "", markdown])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     markdown = table(measure(sizes, history))
     print(markdown)
     if not args.no_write:
-        write_block(Path(args.out), block(markdown, sizes))
+        write_block(Path(args.out), BLOCK, block(markdown, sizes))
     return 0
 
 
