@@ -12,6 +12,7 @@ import pytest
 
 from evalstop_gym.env.compiled_full import CompiledFullBatch
 from evalstop_gym.env.full_batch import ReferenceFullBatch
+from evalstop_gym.env.vector import EvalStopClusterVectorEnv
 
 # the full default workload (a queue longer than the 64 rows), milestones, tables cut short,
 # small clusters that queue and preempt, every compiled base's key
@@ -81,6 +82,13 @@ def test_the_compiled_full_core_gives_the_single_envs_episodes(config, base, mil
         for batch in (ref, core):
             batch.step(actions)
     assert seen["ended"] >= 4 and seen["stops"] > 0 and seen["picks"] > 0, seen
+
+
+def test_the_vector_env_runs_full_control_compiled_unless_told_python():
+    kwargs = {"num_envs": 2, "control": "full", "workload.n_jobs": 12}
+    assert isinstance(EvalStopClusterVectorEnv(**kwargs).core, CompiledFullBatch)
+    assert isinstance(EvalStopClusterVectorEnv(engine="native", **kwargs).core, CompiledFullBatch)
+    assert type(EvalStopClusterVectorEnv(engine="python", **kwargs).core) is ReferenceFullBatch
 
 
 def test_a_finished_env_shows_an_empty_table_and_only_keeps():
