@@ -71,6 +71,7 @@ class CompiledFullBatch(CompiledBatch):
         self._lost = np.zeros(n)
         self._false_stops = np.zeros(n)
         self._loss_params = np.zeros((n, 1, 4))
+        self._mask_cache: tuple[np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ the contract
 
@@ -88,22 +89,30 @@ class CompiledFullBatch(CompiledBatch):
 
     def action_masks(self) -> np.ndarray:
         """(num_envs, 3 * max_jobs + 1): each env's (keep, stop) per row, then its picks."""
-        n, m = self.num_envs, self.max_jobs
-        stop_ok = np.zeros((n, m, 2), np.bool_)
-        stop_ok[:, :, 0] = True
-        stop_ok[:, :, 1] = self._row_state == 0
-        free = self._arrays.loop.int_slots[:, kernel.S_FREE]
-        picks = (self._row_state > 0) & (self._row_gpus <= free[:, None])
-        return np.concatenate([stop_ok.reshape(n, -1), np.ones((n, 1), np.bool_), picks], axis=1)
+        return self._masks()[0].copy()
 
     def flat_mask(self, i: int) -> np.ndarray:
-        return self.action_masks()[i]
+        return self._masks()[0][i].copy()
 
     def gym_mask(self, i: int) -> tuple[np.ndarray, ...]:
         """Env i's `info["action_mask"]`: one int8 array per component (what `sample` takes)."""
-        flat = self.flat_mask(i).astype(np.int8)
+        small = self._masks()[1][i]
         m = self.max_jobs
-        return (*flat[:2 * m].reshape(m, 2), flat[2 * m:])
+        return (*small[:2 * m].reshape(m, 2), small[2 * m:])
+
+    def _masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """This decision's masks, bool and int8, computed once (new arrays each decision: the
+        views `gym_mask` handed out keep their values)."""
+        if self._mask_cache is None:
+            n, m = self.num_envs, self.max_jobs
+            flat = np.zeros((n, 3 * m + 1), np.bool_)
+            flat[:, 0:2 * m:2] = True
+            flat[:, 1:2 * m:2] = self._row_state == 0
+            flat[:, 2 * m] = True
+            free = self._arrays.loop.int_slots[:, kernel.S_FREE]
+            flat[:, 2 * m + 1:] = (self._row_state > 0) & (self._row_gpus <= free[:, None])
+            self._mask_cache = (flat, flat.astype(np.int8))
+        return self._mask_cache
 
     def job_id(self, i: int) -> int:
         return -1   # a pass reports no single job
@@ -124,6 +133,7 @@ class CompiledFullBatch(CompiledBatch):
         self._lost[i] = self._false_stops[i] = 0.0
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
+        self._mask_cache = None
         status = np.zeros(self.num_envs, np.int64)
         asked = todo.copy()
         while True:

@@ -36,6 +36,13 @@ from .batch_step import _jobs_row, _loop_row, _out_row, _system_integrals
 from .observation import fill_cluster_row, fill_job_row, put_clipped
 from .reward import step_terms, stop_quality_lost, weighted_reward
 
+# the shared functions a table row calls, inlined: a table is max_jobs rows of 19 values a step,
+# and a call per row (a reference count per array it is handed) costs as much as the row
+_fill_row = njit(cache=True, inline="always")(fill_job_row)
+_reported = njit(cache=True, inline="always")(reported.py_func)
+_running_key = njit(cache=True, inline="always")(running_key.py_func)
+_ranks_before = njit(cache=True, inline="always")(ranks_before.py_func)
+
 N_STATES = 3          # the row's state one-hot (observation.STATES) before its JOB_FIELDS
 N_JOB_FIELDS = 16
 ROW = N_STATES + N_JOB_FIELDS
@@ -57,15 +64,6 @@ def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
         wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
 
 
-@njit(cache=True, inline="always")
-def _view_progress(j, now, jobs, out, phase):
-    """The progress a view taken now shows (`make_view`: the trainer's report while training)."""
-    w = out.work[j]
-    if phase[j] == TRAIN:
-        w = work_after(TRAIN, w, now - out.phase_start[j], jobs.speed[j], jobs.duration[j])
-    return reported(j, w, jobs.paced, jobs.chk_ptr, out.next_check, jobs.chk_prog, jobs.chk_work)
-
-
 @njit(cache=True)
 def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
     """`_allocate`'s call of the base and its filter: the base's fill over the running jobs
@@ -77,6 +75,13 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
     n_run = loop.int_slots[layout.S_N_RUN]
     n_after = 0
     if spec.preemptive:
+        key_kind, major, key, phase = spec.key_kind, loop.major, loop.key, loop.phase
+        work, phase_start, gpu_min, next_check = out.work, out.phase_start, out.gpu_min, \
+            out.next_check
+        speed, duration, dur_est, paced = jobs.speed, jobs.duration, jobs.dur_est, jobs.paced
+        chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, \
+            jobs.chk_work, jobs.chk_idx, jobs.chk_loss
+        ev_ptr, ev_score = jobs.ev_ptr, jobs.ev_score
         for q in range(n_run):
             j = run_list[q]
             stopped = False
@@ -84,11 +89,10 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
                 stopped = stopped or sp.top[s] == j
             if stopped:
                 continue
-            loop.major[j], loop.key[j] = running_key(
-                spec.key_kind, j, now, loop.phase, out.work, out.phase_start, jobs.speed,
-                jobs.duration, out.gpu_min, gpus, arrival, jobs.dur_est, jobs.paced,
-                jobs.chk_ptr, jobs.chk_prog, jobs.chk_work, jobs.chk_idx, jobs.chk_loss,
-                out.next_check, jobs.ev_ptr, jobs.ev_score)
+            major[j], key[j] = _running_key(
+                key_kind, j, now, phase, work, phase_start, speed, duration, gpu_min, gpus,
+                arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
+                next_check, ev_ptr, ev_score)
             sp.prefix[n_after] = j          # the request's running order, for preemptions
             after[n_after] = j
             n_after += 1
@@ -98,7 +102,7 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
         for q in range(1, n_after):         # rank order, ascending (insertion)
             j = after[q]
             r = q
-            while r > 0 and ranks_before(j, after[r - 1], loop.major, loop.key, arrival):
+            while r > 0 and _ranks_before(j, after[r - 1], loop.major, loop.key, arrival):
                 after[r] = after[r - 1]
                 r -= 1
             after[r] = j
@@ -228,10 +232,18 @@ def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
 def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, row_prog,
            row_gpus):
     """`TableObservation.encode` of env i's pass: running jobs by id, then waiting ones by
-    (arrival, id), at most max_jobs rows; each row's loss column is left at 0 (see above)."""
+    (arrival, id), at most max_jobs rows; each row's loss column is left at 0 (see above).
+    The row loop reads plain arrays only (a NamedTuple handed to a call costs a reference
+    count per array it holds, per call)."""
     o_jobs, o_mask, o_cluster = rows
-    now = loop.float_slots[layout.F_NOW]
-    int_slots = loop.int_slots
+    int_slots, phase, now = loop.int_slots, loop.phase, loop.float_slots[layout.F_NOW]
+    state, work, next_check, phase_start = out.state, out.work, out.next_check, out.phase_start
+    gpu_min, n_pre = out.gpu_min, out.n_pre
+    gpus, arrival, speed, duration, paced = jobs.gpus, jobs.arrival, jobs.speed, jobs.duration, \
+        jobs.paced
+    chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, jobs.chk_work, \
+        jobs.chk_idx, jobs.chk_loss
+    ev_ptr, ev_score, ev_prog = jobs.ev_ptr, jobs.ev_score, jobs.ev_prog
     n_run = int_slots[layout.S_N_RUN]
     ids = sp.pending
     for q in range(n_run):                  # running, by id (insertion)
@@ -242,34 +254,46 @@ def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, 
             r -= 1
         ids[r] = j
     n = n_run
+    arrivals = loop.arrivals
     for q in range(int_slots[layout.S_NEXT_ARRIVAL]):   # arrived, in (arrival, id) order
-        j = loop.arrivals[q]
-        if out.state[j] == PENDING or out.state[j] == PREEMPTED:
+        j = arrivals[q]
+        if state[j] == PENDING or state[j] == PREEMPTED:
             ids[n] = j
             n += 1
     n_rows = row_job.shape[1]
-    o_jobs[i] = 0.0
+    table, low, high = o_jobs[i], bounds[0][0], bounds[0][1]
     for r in range(n_rows):
+        at = r * ROW
         if r >= n:
             row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = -1, -1, 0, 0
+            for k in range(ROW):
+                table[at + k] = 0.0
             continue
         j = ids[r]
-        st = 0 if out.state[j] == RUNNING else (1 if out.state[j] == PENDING else 2)
-        row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = j, st, jobs.gpus[j], 1
-        progress = _view_progress(j, now, jobs, out, loop.phase)
+        st = 0 if state[j] == RUNNING else (1 if state[j] == PENDING else 2)
+        row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = j, st, gpus[j], 1
+        w = work[j]                         # the progress a view shows now (`make_view`)
+        if phase[j] == TRAIN:
+            w = work_after(TRAIN, w, now - phase_start[j], speed[j], duration[j])
+        progress = _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work)
         row_prog[i, r] = progress
-        attained = out.gpu_min[j] / jobs.gpus[j]
-        if loop.phase[j] != IDLE:
-            attained += now - out.phase_start[j]
-        last, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
-        e0, c0 = jobs.ev_ptr[j], jobs.chk_ptr[j]
+        attained = gpu_min[j] / gpus[j]
+        if phase[j] != IDLE:
+            attained += now - phase_start[j]
+        last, n_ev = kernel.passed(j, chk_ptr, chk_idx, next_check)
+        e0, c0 = ev_ptr[j], chk_ptr[j]
         for s in range(N_STATES):
             tmp[s] = 1.0 if s == st else 0.0
-        fill_job_row(tmp[N_STATES:], jobs.jtype[j], progress, 0.0, jobs.ev_score[e0:e0 + n_ev],
-                     jobs.ev_prog[e0:e0 + n_ev], jobs.chk_loss[c0:last], jobs.dur_est[j],
-                     jobs.gpus[j], now - jobs.arrival[j], attained, out.n_pre[j])
-        for k in range(ROW):
-            put_clipped(o_jobs[i], r * ROW + k, tmp[k], bounds[0][0], bounds[0][1])
+        _fill_row(tmp[N_STATES:], jobs.jtype[j], progress, 0.0, ev_score[e0:e0 + n_ev],
+                  ev_prog[e0:e0 + n_ev], chk_loss[c0:last], jobs.dur_est[j], gpus[j],
+                  now - arrival[j], attained, n_pre[j])
+        for k in range(ROW):                # put_clipped's arithmetic, written out: called
+            v = tmp[k]                      # per value, it cost 3x the whole table
+            if v < low[at + k]:
+                v = low[at + k]
+            if v > high[at + k]:
+                v = high[at + k]
+            table[at + k] = np.float32(v)
     fill_cluster_row(tmp, now, spec.total_gpus, int_slots[layout.S_FREE],
                      int_slots[layout.S_N_WAIT], n_run)
     for k in range(o_cluster.shape[1]):
