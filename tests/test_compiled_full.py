@@ -98,3 +98,29 @@ def test_a_finished_env_shows_an_empty_table_and_only_keeps():
         core.step(np.zeros((1, 5), np.int64))
     assert not core.obs["jobs"].any() and not core.obs["job_mask"].any()
     assert core.action_masks()[0].tolist() == [True, False] * 4 + [True] + [False] * 4
+
+
+def test_heaps_that_run_out_of_room_grow_and_the_episode_goes_on_alike(monkeypatch):
+    """A step that finds too little heap room (ROOM) grows the heaps and resumes, the action
+    applied once: the same bits as the reference, from heaps cut to the least a reset leaves."""
+    import evalstop_gym.env.compiled_full as compiled_full
+
+    grown = []
+    original = compiled_full.grown_heaps
+    monkeypatch.setattr(compiled_full, "grown_heaps",
+                        lambda loop: (grown.append(loop.heap.shape), original(loop))[1])
+    kwargs = {"workload.n_jobs": 40, "cluster.gpus": 8, "max_jobs": 16}
+    ref, core = ReferenceFullBatch(2, "e2", **kwargs), CompiledFullBatch(2, "e2", **kwargs)
+    for batch in (ref, core):
+        batch.reset([0, 1], [1, 2])
+    loop = core._arrays.loop
+    core._arrays = core._arrays._replace(loop=loop._replace(
+        heap=np.ascontiguousarray(loop.heap[:, :40 + 6])))   # room for 4 events past n + 1
+    rng = np.random.default_rng(0)
+    while not ref.terminated.all():
+        picks = (rng.random((2, 17)) * ref.action_masks()[:, 32:]).argmax(axis=1)
+        actions = np.column_stack([np.zeros((2, 16), np.int64), picks])
+        for batch in (ref, core):
+            batch.step(actions)
+        assert differences(ref, core) == []
+    assert grown, "the heaps never ran out of room: the test would prove nothing"
