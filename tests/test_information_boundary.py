@@ -210,8 +210,9 @@ def test_the_full_control_vector_env_observes_no_hidden_truth(monkeypatch, engin
                 job.eval_true = job.eval_true[::-1].copy()
             return jobs
 
-        for module in (simulate_module, compiled_module):   # the single env's, the core's
-            monkeypatch.setattr(module, "generate_workload", workload)
+        monkeypatch.setattr(simulate_module, "generate_workload", workload)   # the single env's
+        monkeypatch.setattr(compiled_module, "draw_workload", workload)   # the core's (records
+        # are packed through their arrays)
         venv = gym.make_vec("EvalStopCluster-v0", num_envs=3, control="full", max_jobs=8,
                             vectorization_mode="vector_entry_point", engine=engine,
                             **{"workload.n_jobs": 12})

@@ -122,13 +122,14 @@ class CompiledFullBatch(CompiledBatch):
     def _load(self, i: int, seed: int) -> None:
         super()._load(i, seed)
         self._arrays.loop.int_slots[i, S_AGENT_PASSES] = 1
-        jobs = self._jobs[i]
-        assert jobs is not None
-        if len(jobs) > self._loss_params.shape[1]:
-            grown = np.zeros((self.num_envs, len(jobs), 4))
+        workload = self._workloads[i]
+        assert workload is not None
+        n = workload.n_jobs
+        if n > self._loss_params.shape[1]:
+            grown = np.zeros((self.num_envs, n, 4))
             grown[:, :self._loss_params.shape[1]] = self._loss_params
             self._loss_params = grown
-        self._loss_params[i, :len(jobs)] = [j.loss_params for j in jobs]
+        self._loss_params[i, :n] = workload.loss_params
         self._pending[i] = self._answered[i] = False
         self._lost[i] = self._false_stops[i] = 0.0
 

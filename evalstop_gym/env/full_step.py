@@ -31,9 +31,10 @@ from ..sim.kernel_jobs import (
 from ..sim.kernel_layout import IDLE, PASS, PENDING, PREEMPTED, RUNNING, STOPPED, TRAIN
 from ..sim.kernel_queues import fill, leave_running, push_event, ranks_before, wait_push
 from ..sim.transitions import work_after
-from .batch_arrays import R_LAST, R_TOTAL, Extra
-from .batch_step import _jobs_row, _loop_row, _out_row, _system_integrals
-from .observation import fill_cluster_row, fill_job_row, put_clipped
+from .batch_arrays import R_LAST, R_TOTAL
+from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
+from .batch_step import _system_integrals
+from .observation import clipped, fill_cluster_row, fill_job_row
 from .reward import step_terms, stop_quality_lost, weighted_reward
 
 # the shared functions a table row calls, inlined: a table is max_jobs rows of 19 values a step,
@@ -261,7 +262,7 @@ def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, 
             ids[n] = j
             n += 1
     n_rows = row_job.shape[1]
-    table, low, high = o_jobs[i], bounds[0][0], bounds[0][1]
+    table, low, high = row(o_jobs, i), bounds[0][0], bounds[0][1]
     for r in range(n_rows):
         at = r * ROW
         if r >= n:
@@ -287,25 +288,21 @@ def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, 
         _fill_row(tmp[N_STATES:], jobs.jtype[j], progress, 0.0, ev_score[e0:e0 + n_ev],
                   ev_prog[e0:e0 + n_ev], chk_loss[c0:last], jobs.dur_est[j], gpus[j],
                   now - arrival[j], attained, n_pre[j])
-        for k in range(ROW):                # put_clipped's arithmetic, written out: called
-            v = tmp[k]                      # per value, it cost 3x the whole table
-            if v < low[at + k]:
-                v = low[at + k]
-            if v > high[at + k]:
-                v = high[at + k]
-            table[at + k] = np.float32(v)
+        for k in range(ROW):
+            table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
     fill_cluster_row(tmp, now, spec.total_gpus, int_slots[layout.S_FREE],
                      int_slots[layout.S_N_WAIT], n_run)
-    for k in range(o_cluster.shape[1]):
-        put_clipped(o_cluster[i], k, tmp[k], bounds[1][0], bounds[1][1])
+    cluster, low, high = row(o_cluster, i), bounds[1][0], bounds[1][1]
+    for k in range(cluster.shape[0]):
+        cluster[k] = clipped(tmp[k], low[k], high[k])
 
 
 @njit(cache=True, inline="always")
 def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weights):
     """`RewardMeter.step` (wasted charged as it accrues) of env i; the weighted reward."""
     current = _system_integrals(i, now, jobs, out, loop, loop.int_slots, arrays.reward_ints,
-                                arrays.reward_floats, arrays.open[i], arrays.order[i])
-    floats = arrays.reward_floats[i]
+                                arrays.reward_floats, row(arrays.open, i), row(arrays.order, i))
+    floats = row(arrays.reward_floats, i)
     last = (floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2])
     floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2] = current
     terms = step_terms(current, last, current[2] - last[2], lost, false_stops, weights[5])
@@ -326,17 +323,16 @@ def full_step_all(spec, arrays, sp, weights, actions, pending, answered, termina
     for i in range(todo.shape[0]):
         if not todo[i]:
             continue
-        jobs, out, loop = _jobs_row(arrays.jobs, i), _out_row(arrays.out, i), \
-            _loop_row(all_loops, i)
-        truth = Extra(arrays.extra.is_hacking[i], arrays.extra.peak_prog[i],
-                      arrays.extra.ev_point[i], arrays.extra.ev_true[i])
+        jobs, out, loop = jobs_row(arrays.jobs, i), out_row(arrays.out, i), \
+            loop_row(all_loops, i)
+        truth = truth_row(arrays.extra, i)
         int_slots = loop.int_slots
         if pending[i]:
             if int_slots[layout.S_HEAP] + int_slots[layout.S_N] + 1 >= loop.heap.shape[0]:
                 status[i] = kernel.ROOM
                 continue
-            lost[i], false_stops[i] = _answer(spec, jobs, out, loop, sp, truth, actions[i],
-                                              row_job[i], row_state[i])
+            lost[i], false_stops[i] = _answer(spec, jobs, out, loop, sp, truth, row(actions, i),
+                                              row(row_job, i), row(row_state, i))
             pending[i] = False
         int_slots[layout.S_RHEAP] = 0       # the engine's running-key heap: unread here
         int_slots[layout.S_N_CONT] = 0      # checks answered "continue" charge nothing here
