@@ -103,11 +103,11 @@ def test_a_finished_env_shows_an_empty_table_and_only_keeps():
 def test_heaps_that_run_out_of_room_grow_and_the_episode_goes_on_alike(monkeypatch):
     """A step that finds too little heap room (ROOM) grows the heaps and resumes, the action
     applied once: the same bits as the reference, from heaps cut to the least a reset leaves."""
-    import evalstop_gym.env.compiled_full as compiled_full
+    import evalstop_gym.env.compiled_batch as compiled_batch  # the growth loop both cores run
 
     grown = []
-    original = compiled_full.grown_heaps
-    monkeypatch.setattr(compiled_full, "grown_heaps",
+    original = compiled_batch.grown_heaps
+    monkeypatch.setattr(compiled_batch, "grown_heaps",
                         lambda loop: (grown.append(loop.heap.shape), original(loop))[1])
     kwargs = {"workload.n_jobs": 40, "cluster.gpus": 8, "max_jobs": 16}
     ref, core = ReferenceFullBatch(2, "e2", **kwargs), CompiledFullBatch(2, "e2", **kwargs)

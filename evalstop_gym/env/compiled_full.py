@@ -23,11 +23,9 @@ from gymnasium import spaces
 from ..config import SimConfig
 from ..sim import native_kernel as kernel
 from ..sim.curves import exp_loss
-from ..sim.kernel import SimulationError
 from ..sim.kernel_layout import PASS, S_AGENT_PASSES
 from ..sim.workload import eval_points
 from .arguments import check_max_jobs
-from .batch_arrays import grown_heaps
 from .compiled_batch import CompiledBatch
 from .full_batch import check_full_actions
 from .full_step import N_STATES, ROW, full_step_all
@@ -119,6 +117,9 @@ class CompiledFullBatch(CompiledBatch):
 
     # ------------------------------------------------------------------ internals
 
+    _kernel: Any = staticmethod(full_step_all)
+    _paused = PASS
+
     def _load(self, i: int, seed: int) -> None:
         super()._load(i, seed)
         self._arrays.loop.int_slots[i, S_AGENT_PASSES] = 1
@@ -135,24 +136,16 @@ class CompiledFullBatch(CompiledBatch):
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
         self._mask_cache = None
-        status = np.zeros(self.num_envs, np.int64)
-        asked = todo.copy()
-        while True:
-            full_step_all(self._platform, self._arrays, self._scratch, self._weights,
-                          self._actions, self._pending, self._answered, self.terminated,
-                          self.reward, tuple(self.obs[k] for k in FULL_FIELDS),
-                          self._table_bounds, self._row_job, self._row_state, self._row_prog,
-                          self._row_gpus, self._lost, self._false_stops, todo, status)
-            room = status == kernel.ROOM
-            bad = todo & ~room & (status != kernel.OK) & (status != PASS)
-            if bad.any():
-                raise SimulationError(f"compiled full batch: env {int(np.argmax(bad))} failed "
-                                      f"with status {int(status[bad][0])}")
-            if not room.any():
-                break
-            self._arrays = self._arrays._replace(loop=grown_heaps(self._arrays.loop))
-            todo = room
-        self._fill_losses(asked)
+        super()._run(todo, fresh)
+        self._fill_losses(todo)
+
+    def _arguments(self, todo: np.ndarray, fresh: bool, status: np.ndarray) -> tuple[Any, ...]:
+        """`full_step_all`'s arguments (`fresh` is `pending`: a resumed env's action is kept)."""
+        return (self._platform, self._arrays, self._scratch, self._weights, self._actions,
+                self._pending, self._answered, self.terminated, self.reward,
+                tuple(self.obs[k] for k in FULL_FIELDS), self._table_bounds, self._row_job,
+                self._row_state, self._row_prog, self._row_gpus, self._lost, self._false_stops,
+                todo, status)
 
     def _fill_losses(self, envs: np.ndarray) -> None:
         """Each shown row's training loss at its progress, as `Job.loss_at` computes it."""
