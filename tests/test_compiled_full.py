@@ -124,3 +124,25 @@ def test_heaps_that_run_out_of_room_grow_and_the_episode_goes_on_alike(monkeypat
             batch.step(actions)
         assert differences(ref, core) == []
     assert grown, "the heaps never ran out of room: the test would prove nothing"
+
+
+def test_action_masks_handed_out_keep_their_values_and_cannot_be_written():
+    """`gym_mask`'s arrays (rows share two read-only arrays) equal the reference's, and those
+    handed out at a decision still hold its values after later steps."""
+    kwargs = {"workload.n_jobs": 20, "cluster.gpus": 8, "max_jobs": 8}
+    ref, core = ReferenceFullBatch(2, "e2", **kwargs), CompiledFullBatch(2, "e2", **kwargs)
+    for batch in (ref, core):
+        batch.reset([0, 1], [3, 4])
+    held, rng = [], np.random.default_rng(2)
+    for _ in range(40):
+        for i in range(2):
+            mine, theirs = core.gym_mask(i), ref.gym_mask(i)
+            assert [a.tobytes() for a in mine] == [a.tobytes() for a in theirs]
+            held.append((mine, [a.copy() for a in theirs]))
+        picks = (rng.random((2, 9)) * ref.action_masks()[:, 16:]).argmax(axis=1)
+        actions = np.column_stack([np.zeros((2, 8), np.int64), picks])
+        for batch in (ref, core):
+            batch.step(actions)
+    assert all([a.tobytes() for a in mine] == [a.tobytes() for a in then] for mine, then in held)
+    with pytest.raises(ValueError, match="read-only"):
+        core.gym_mask(0)[0][1] = 1
