@@ -82,8 +82,12 @@ class CompiledFullBatch(CompiledBatch):
         self._answered = np.zeros(n, np.bool_)
         self._lost = np.zeros(n)
         self._false_stops = np.zeros(n)
-        self._loss_params = np.zeros((n, 1, 4))
+        self._loss_params = np.zeros((4, n, 1))   # (parameter, env, job): one take gathers
         self._mask_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._env_index = np.arange(n)[:, None]
+        self._loss_column = self.obs["jobs"].reshape(n, m, ROW)[:, :, LOSS]   # a view
+        column = np.arange(m) * ROW + LOSS
+        self._loss_bounds = (self._table_bounds[0][0][column], self._table_bounds[0][1][column])
 
     # ------------------------------------------------------------------ the contract
 
@@ -142,18 +146,18 @@ class CompiledFullBatch(CompiledBatch):
         workload = self._workloads[i]
         assert workload is not None
         n = workload.n_jobs
-        if n > self._loss_params.shape[1]:
-            grown = np.zeros((self.num_envs, n, 4))
-            grown[:, :self._loss_params.shape[1]] = self._loss_params
+        if n > self._loss_params.shape[2]:
+            grown = np.zeros((4, self.num_envs, n))
+            grown[:, :, :self._loss_params.shape[2]] = self._loss_params
             self._loss_params = grown
-        self._loss_params[i, :n] = workload.loss_params
+        self._loss_params[:, i, :n] = workload.loss_params.T
         self._pending[i] = self._answered[i] = False
         self._lost[i] = self._false_stops[i] = 0.0
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
         self._mask_cache = None
         super()._run(todo, fresh)
-        self._fill_losses(todo)
+        self._fill_losses()
 
     def _arguments(self, todo: np.ndarray, fresh: bool, status: np.ndarray) -> tuple[Any, ...]:
         """`full_step_all`'s arguments (`fresh` is `pending`: a resumed env's action is kept)."""
@@ -163,14 +167,13 @@ class CompiledFullBatch(CompiledBatch):
                 self._row_state, self._row_prog, self._row_gpus, self._lost, self._false_stops,
                 todo, status)
 
-    def _fill_losses(self, envs: np.ndarray) -> None:
-        """Each shown row's training loss at its progress, as `Job.loss_at` computes it."""
-        env, row = np.nonzero((self._row_job >= 0) & envs[:, None])
-        if not env.size:
-            return
-        params = self._loss_params[env, self._row_job[env, row]]
-        loss = exp_loss(self._row_prog[env, row], params[:, 0], params[:, 1], params[:, 2],
-                        params[:, 3])
-        column = row * ROW + LOSS
-        low, high = self._table_bounds[0]
-        self.obs["jobs"][env, column] = np.clip(loss, low[column], high[column])
+    def _fill_losses(self) -> None:
+        """Each shown row's training loss at its progress, as `Job.loss_at` computes it: over
+        every row at once (an env that did not move gets its own bits again; an empty row 0),
+        as picking the moved rows out cost more than the curve."""
+        shown = self._row_job >= 0
+        params = self._loss_params
+        index = self._env_index * params.shape[2] + np.maximum(self._row_job, 0)
+        with np.errstate(all="ignore"):   # empty rows (zero parameters) are dropped below
+            loss = exp_loss(self._row_prog, *params.reshape(4, -1).take(index, axis=1))
+        self._loss_column[...] = np.where(shown, np.clip(loss, *self._loss_bounds), 0.0)
