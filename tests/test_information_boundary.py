@@ -186,10 +186,12 @@ def test_detectors_that_learn_from_ended_runs_see_only_views(small_config, name)
     assert ended == small_config.workload.n_jobs
 
 
-def test_the_full_control_vector_env_observes_no_hidden_truth(monkeypatch):
-    """control="full", batched: with every hidden label, peak and true curve moved and the same
-    actions, no observation row and no action mask moves (through autoresets), while the
-    reward, which uses the truth, does; infos hold masks and end-of-episode metrics only."""
+@pytest.mark.parametrize("engine", ["auto", "python"])
+def test_the_full_control_vector_env_observes_no_hidden_truth(monkeypatch, engine):
+    """control="full", batched, on the compiled core and on N single envs: with every hidden
+    label, peak and true curve moved and the same actions, no observation row and no action
+    mask moves (through autoresets), while the reward, which uses the truth, does; infos hold
+    masks and end-of-episode metrics only."""
     import importlib
 
     import gymnasium as gym
@@ -197,6 +199,7 @@ def test_the_full_control_vector_env_observes_no_hidden_truth(monkeypatch):
     import evalstop_gym  # noqa: F401  (registers the env)
 
     simulate_module = importlib.import_module("evalstop_gym.simulate")
+    compiled_module = importlib.import_module("evalstop_gym.env.compiled_batch")
     original = simulate_module.generate_workload
 
     def run(scramble: bool) -> tuple[list, list, list]:
@@ -207,9 +210,12 @@ def test_the_full_control_vector_env_observes_no_hidden_truth(monkeypatch):
                 job.eval_true = job.eval_true[::-1].copy()
             return jobs
 
-        monkeypatch.setattr(simulate_module, "generate_workload", workload)
+        monkeypatch.setattr(simulate_module, "generate_workload", workload)   # the single env's
+        monkeypatch.setattr(compiled_module, "draw_workload", workload)   # the core's (records
+        # are packed through their arrays)
         venv = gym.make_vec("EvalStopCluster-v0", num_envs=3, control="full", max_jobs=8,
-                            vectorization_mode="vector_entry_point", **{"workload.n_jobs": 12})
+                            vectorization_mode="vector_entry_point", engine=engine,
+                            **{"workload.n_jobs": 12})
         space, rng = venv.single_action_space, np.random.default_rng(1)
         obs, info = venv.reset(seed=4)
         seen, masks, rewards = [obs], [venv.action_masks()], []

@@ -18,7 +18,8 @@ from gymnasium.utils.env_checker import (
 from gymnasium.vector.utils import batch_space
 
 import evalstop_gym  # noqa: F401  (registers the env and its vector entry point)
-from evalstop_gym.env.full_batch import ReferenceFullBatch, check_full_actions
+from evalstop_gym.env.compiled_full import CompiledFullBatch
+from evalstop_gym.env.full_batch import check_full_actions
 from evalstop_gym.env.vector import EvalStopClusterVectorEnv
 
 ENV_ID = "EvalStopCluster-v0"
@@ -130,7 +131,7 @@ def test_the_full_vector_env_gives_sync_vector_envs_episodes(config, base, kwarg
 def test_spaces_are_the_single_envs_batched_and_pass_gymnasiums_checks():
     venv = make("vector_entry_point", 4, max_jobs=8)
     single = gym.make(ENV_ID, control="full", max_jobs=8, **SMALL)
-    assert isinstance(venv, EvalStopClusterVectorEnv) and isinstance(venv.core, ReferenceFullBatch)
+    assert isinstance(venv, EvalStopClusterVectorEnv) and isinstance(venv.core, CompiledFullBatch)
     assert venv.single_observation_space == single.observation_space
     assert venv.single_action_space == single.action_space
     assert venv.observation_space == batch_space(single.observation_space, 4)
@@ -185,7 +186,10 @@ def test_bad_actions_are_one_line_errors_before_any_env_moves(actions, match):
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"engine": "native"}, "engine='native': control='full' has no compiled core"),
+    ({"engine": "native", "cluster.gpus": 32,
+      "cluster.kinds": [{"name": "a", "count": 16, "speed": 1.5},
+                        {"name": "b", "count": 16, "speed": 0.75}]},
+     "engine='native' cannot run this: heterogeneous clusters"),
     ({"engine": "fast"}, "engine='fast'"),
     ({"max_jobs": 0}, r"max_jobs=0: expected a whole number in \[1, 4096\]"),
     ({"base_scheduler": "Nope"}, "Nope"),

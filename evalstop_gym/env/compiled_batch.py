@@ -144,36 +144,45 @@ class CompiledBatch:
 
     # ------------------------------------------------------------------ internals
 
+    _kernel: Any = staticmethod(step_all)   # the compiled call `_run` makes
+    _paused = kernel.DECISION                # the status of an env that waits for its agent
+
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
+        """Run envs `todo` through `_kernel`; the ones whose heaps ran out of room (`ROOM`, they
+        did not move) run again on grown heaps, resumed (`fresh` False)."""
         status = np.zeros(self.num_envs, np.int64)
         while True:
-            self._step_all(self._platform, self._arrays, self._scratch, self._weights,
-                           self._asked, self.terminated, self.reward,
-                           tuple(self.obs[k] for k in STOP_FIELDS), self.encoder.bounds, todo,
-                           fresh, status)
+            self._step_all(*self._arguments(todo, fresh, status))
             room = status == kernel.ROOM
-            bad = (status != kernel.ROOM) & (status != kernel.OK) & (status != kernel.DECISION)
+            bad = (status != kernel.ROOM) & (status != kernel.OK) & (status != self._paused)
             if bad.any():
-                raise SimulationError(f"compiled batch: env {int(np.argmax(bad))} failed with "
-                                      f"status {int(status[bad][0])}")
+                raise SimulationError(f"{type(self).__name__}: env {int(np.argmax(bad))} failed "
+                                      f"with status {int(status[bad][0])}")
             if not room.any():
                 return
             self._arrays = self._arrays._replace(loop=grown_heaps(self._arrays.loop))
             self._entry = None
             todo, fresh = room, False
 
+    def _arguments(self, todo: np.ndarray, fresh: bool, status: np.ndarray) -> tuple[Any, ...]:
+        """`step_all`'s arguments."""
+        return (self._platform, self._arrays, self._scratch, self._weights, self._asked,
+                self.terminated, self.reward, tuple(self.obs[k] for k in STOP_FIELDS),
+                self.encoder.bounds, todo, fresh, status)
+
     def _step_all(self, *args: Any) -> None:
-        """`step_all(*args)`, through its machine code once it is compiled for these arguments'
+        """`_kernel(*args)`, through its machine code once it is compiled for these arguments'
         types: numba's dispatcher types all ~80 arrays on every call (measured at N=64: 21 us
         a call, 8 without), and the types stay until the arrays are replaced (typed again)."""
         if self._entry is not None:
             self._entry(*args)
             return
-        step_all(*args)              # compiled, or loaded from the cache, for these types
-        overloads = getattr(step_all, "overloads", None)   # None: numba is missing
+        step = self._kernel
+        step(*args)                  # compiled, or loaded from the cache, for these types
+        overloads = getattr(step, "overloads", None)   # None: numba is missing
         if overloads is not None:
-            compiled = overloads.get(tuple(step_all.typeof_pyval(a) for a in args))
-            self._entry = compiled.entry_point if compiled is not None else step_all
+            compiled = overloads.get(tuple(step.typeof_pyval(a) for a in args))
+            self._entry = compiled.entry_point if compiled is not None else step
 
     def __getstate__(self) -> dict[str, Any]:
         """Everything but the entry point (machine code does not pickle: a copy types its

@@ -23,7 +23,6 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 from tqdm.auto import tqdm
 
-from .full_batch import ReferenceFullBatch
 from .vector import EvalStopClusterVectorEnv
 
 # The paper metrics an episode's last info carries in info["metrics"], logged by default.
@@ -159,15 +158,14 @@ class VectorEnvAdapter(VecEnv):
 
     def _info(self, i: int) -> dict[str, Any]:
         """Env i's info as DummyVecEnv passes it on (the keys the core carries)."""
-        core = self.core
-        full = isinstance(core, ReferenceFullBatch)
+        full = self.venv.full
         info: dict[str, Any] = {
-            "action_mask": core.gym_mask(i) if isinstance(core, ReferenceFullBatch)
-            else np.ones(2, dtype=np.int8), "TimeLimit.truncated": False}
+            "action_mask": full.gym_mask(i) if full is not None else np.ones(2, dtype=np.int8),
+            "TimeLimit.truncated": False}
         if self.core.terminated[i]:
             info["metrics"] = self.core.metrics(i)
             info["reward_terms"] = self.core.reward_terms(i)
-        elif not full:   # the full-control single env names no reporting job
+        elif full is None:   # the full-control single env names no reporting job
             info["job_id"] = self.core.job_id(i)
         return info
 
@@ -183,8 +181,8 @@ class VectorEnvAdapter(VecEnv):
 
     def _call(self, name: str, i: int) -> Any:
         if name == "action_masks":
-            if isinstance(self.core, ReferenceFullBatch):
-                return self.core.flat_mask(i)
+            if self.venv.full is not None:
+                return self.venv.full.flat_mask(i)
             return np.ones(2, dtype=bool)
         return getattr(self.core, name)(i)
 

@@ -2,17 +2,17 @@
 
     venv = gym.make_vec("EvalStopCluster-v0", num_envs=64, vectorization_mode="vector_entry_point")
 
-One `step` advances every cluster inside a batch core (`batch_core.py`): in control="stop" the
-compiled engine where the base scheduler has a compiled form, else N single envs in Python; in
-control="full" N single envs (`full_batch.py`). Env i gives the same episodes as a single
-`EvalStopClusterEnv` with the same seed and actions, autoresets included.
+One `step` advances every cluster inside a batch core (`batch_core.py`): the compiled engine
+where the base scheduler has a compiled form (`compiled_batch.py`, `compiled_full.py`), else N
+single envs in Python (`batch_core.py`, `full_batch.py`). Env i gives the same episodes as a
+single `EvalStopClusterEnv` with the same seed and actions, autoresets included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
@@ -27,6 +27,9 @@ from .arguments import check_max_jobs
 from .batch_core import BatchCore, EpisodeSeeds, ReferenceBatch, check_num_envs, check_stop
 from .cluster_env import CONTROLS
 from .full_batch import ReferenceFullBatch
+
+if TYPE_CHECKING:
+    from .compiled_full import CompiledFullBatch
 
 ENGINES = native.ENGINES   # "auto", "native", "python": as `simulate`'s engine argument
 
@@ -49,16 +52,18 @@ def select_core(engine: str, config: SimConfig, base_scheduler: str) -> type[Bat
     return ReferenceBatch if native.select(config, policy, engine) is None else compiled_core()
 
 
-def select_full_core(engine: str, base_scheduler: str) -> type[ReferenceFullBatch]:
-    """The control="full" core: N single envs ("auto", "python"); no compiled form yet, so
-    "native" is refused rather than quietly run in Python."""
+def select_full_core(engine: str, config: SimConfig, base_scheduler: str
+                     ) -> type[ReferenceFullBatch] | type[CompiledFullBatch]:
+    """The control="full" core, chosen as `select_core` chooses: compiled (`compiled_full.py`)
+    where the base has a compiled form ("auto"; "native" insists), else N single envs."""
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
-    make_policy(base_scheduler)   # an unknown name fails here, before any work
-    if engine == "native":
-        raise ValueError("engine='native': control='full' has no compiled core; use "
-                         "engine='auto' or 'python' (N single envs)")
-    return ReferenceFullBatch
+    policy = make_policy(base_scheduler)   # an unknown name fails here, before any work
+    if native.select(config, policy, engine) is None:
+        return ReferenceFullBatch
+    from .compiled_full import CompiledFullBatch
+
+    return CompiledFullBatch
 
 
 class EvalStopClusterVectorEnv(VectorEnv):
@@ -102,12 +107,15 @@ class EvalStopClusterVectorEnv(VectorEnv):
         self.control = control
         self.num_envs = num_envs
         if control == "full":
-            full = select_full_core(engine, base_scheduler)(
-                num_envs, self.config, base_scheduler, monitored, milestones, max_jobs)
+            full = select_full_core(engine, self.config, base_scheduler)(
+                num_envs, self.config, base_scheduler, tuple(monitored), tuple(milestones),
+                max_jobs)
+            self.full: ReferenceFullBatch | CompiledFullBatch | None = full
             self.core: BatchCore = full
             self.single_action_space: spaces.Space = full.single_action_space
             self.check_actions: Callable[[Any], np.ndarray] = full.check_actions
         else:
+            self.full = None
             self.core = select_core(engine, self.config, base_scheduler)(
                 num_envs, self.config, base_scheduler, monitored, milestones)
             self.single_action_space = spaces.Discrete(2)
@@ -170,8 +178,8 @@ class EvalStopClusterVectorEnv(VectorEnv):
     def action_masks(self) -> np.ndarray:
         """Valid actions, a flat row per env, as MaskablePPO wants them: (num_envs, 2), both
         always, in control="stop"; each env's stop bits and picks in control="full"."""
-        if isinstance(self.core, ReferenceFullBatch):
-            return self.core.action_masks()
+        if self.full is not None:
+            return self.full.action_masks()
         return np.ones((self.num_envs, 2), dtype=bool)
 
     def _observations(self) -> dict[str, np.ndarray]:
@@ -183,10 +191,10 @@ class EvalStopClusterVectorEnv(VectorEnv):
         given = np.ones(self.num_envs, dtype=bool) if given is None else given
         live = ~self.core.terminated & given
         infos: dict[str, Any] = {}
-        if isinstance(self.core, ReferenceFullBatch):
+        if self.full is not None:
             masks = np.full(self.num_envs, None, dtype=object)   # SyncVectorEnv's form
             for i in np.flatnonzero(given).tolist():
-                masks[i] = self.core.gym_mask(i)
+                masks[i] = self.full.gym_mask(i)
             infos["action_mask"] = masks
         else:
             infos["job_id"] = np.where(live, self.core.job_ids(), 0)

@@ -22,6 +22,8 @@ PENDING, RUNNING, PREEMPTED, COMPLETED, STOPPED = (STATES.index(s) for s in (
 IDLE, RESTART, TRAIN, EVAL = (int(p) for p in (Phase.IDLE, Phase.RESTART, Phase.TRAIN, Phase.EVAL))
 OK, ERR_LEFT_WAITING, ERR_PAST, ERR_GPUS = 0, 1, 2, 3
 DECISION, ROOM = 4, 5    # `advance` paused: a check for the agent; a heap to grow
+PASS = 6                 # `advance` paused at a scheduling pass (S_AGENT_PASSES set): the
+                         # caller allocates (env/full_step.py) and calls again
 
 
 class LoopState(NamedTuple):
@@ -126,8 +128,8 @@ class Scratch(NamedTuple):
 # The loop's state between calls of `advance` (a cluster paused at a decision keeps it here):
 # int slots of `int_slots`, float slots of `float_slots`
 (S_N, S_FREE, S_SEQ, S_NEXT_ARRIVAL, S_POPPED, S_NEEDS_PASS, S_N_WAIT, S_N_RUN, S_STARTS,
- S_HEAP, S_RHEAP, S_PENDING, S_N_CONT) = range(13)
-N_INT_SLOTS = 13
+ S_HEAP, S_RHEAP, S_PENDING, S_N_CONT, S_AGENT_PASSES) = range(14)
+N_INT_SLOTS = 14                               # S_AGENT_PASSES: 1 pauses at every pass (PASS)
 F_NOW, F_ANSWER = 0, 1                        # the clock; the answer to the pending check
 N_FLOAT_SLOTS = 2
 NO_CLASS = 2 ** 62                             # demand of an unused (padding) class slot

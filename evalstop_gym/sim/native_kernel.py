@@ -57,9 +57,11 @@ from .kernel_layout import (
     N_FLOAT_SLOTS,
     N_INT_SLOTS,
     OK,
+    PASS,
     PREEMPTED,
     ROOM,
     RUNNING,
+    S_AGENT_PASSES,
     S_FREE,
     S_HEAP,
     S_N,
@@ -116,7 +118,9 @@ decline_critical = rules.compiled(rules.decline_critical)
 def advance(spec, jobs, out, loop, pass_space):
     """Run events from where the loop stopped (`loop`) until the end (OK or an ERR_*), a
     check of a monitored job under RULE_AGENT (DECISION: answer in float_slots[F_ANSWER], NaN to
-    continue, and call again), or a heap with too little room (ROOM: grow it, call again)."""
+    continue, and call again), a scheduling pass when int_slots[S_AGENT_PASSES] is set (PASS: the
+    caller allocates, `env/full_step.py`), or a heap with too little room (ROOM: grow it, call
+    again)."""
     (total_gpus, overhead, key_kind, preemptive, rule, k_by_type, best_variant, p_stop,
      threshold, window, slice_share, time_sliced, rekeys_at_checks, rekeys_at_passes) = spec
     (arrival, gpus, duration, dur_est, eval_min, peak, speed, jtype, paced, chk_ptr, chk_prog,
@@ -134,6 +138,7 @@ def advance(spec, jobs, out, loop, pass_space):
     resume, n_cont = int_slots[S_PENDING], int_slots[S_N_CONT]
     now = float_slots[F_NOW]
     agent = rule == RULE_AGENT
+    agent_passes = int_slots[S_AGENT_PASSES] != 0   # the full-control hook: pause at passes
     status = OK
 
     j, value = -1, np.nan
@@ -159,6 +164,9 @@ def advance(spec, jobs, out, loop, pass_space):
                 next_time = np.nan             # no event left
             if needs_pass and next_time != now:
                 needs_pass = False
+                if agent_passes:               # the caller allocates (env/full_step.py)
+                    status = PASS
+                    break
                 if n_wait == 0:
                     continue                   # the fill keeps every running job, starts none
                 # -------------------------------------------- PriorityScheduler.schedule

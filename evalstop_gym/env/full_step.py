@@ -1,0 +1,356 @@
+"""The compiled half of `CompiledFullBatch`: one jitted call answers every env's scheduling pass.
+
+Each env is the compiled engine's event loop paused at every scheduling pass
+(`int_slots[S_AGENT_PASSES]`, status `PASS`), as `EvalStopClusterEnv(control="full")` stops at
+every `ScheduleRequest`. `full_step_all` applies each env's action the way the single env's
+`_answer_schedule` and `_allocate` do (the agent's stops on running rows, its pick first if it
+fits, then the base's greedy fill over the rest, preempting only without a pick, its starts
+kept in its order while they fit), runs the env to its next pass, and writes its reward and
+table observation. The fill is the engine's (`kernel_queues.fill`, over the waiting heaps), the
+reward and the rows are `reward.py`'s and `observation.py`'s plain functions, compiled. A row's
+`loss` column is left to the caller: the loss curve is numpy's arithmetic (`curves.exp_loss`),
+whose exp and log differ in the last bit from compiled code's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sim import kernel_layout as layout
+from ..sim import native_kernel as kernel
+from ..sim.jit import njit
+from ..sim.kernel_jobs import (
+    attained_service,
+    charge,
+    first_phase,
+    phase_length,
+    rank_of,
+    reported,
+    running_key,
+)
+from ..sim.kernel_layout import IDLE, PASS, PENDING, PREEMPTED, RUNNING, STOPPED, TRAIN
+from ..sim.kernel_queues import fill, leave_running, push_event, ranks_before, wait_push
+from ..sim.transitions import work_after
+from .batch_arrays import R_LAST, R_TOTAL
+from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
+from .batch_step import _system_integrals
+from .observation import clipped, fill_cluster_row, fill_job_row
+from .reward import step_terms, stop_quality_lost, weighted_reward
+
+# the shared functions a table row calls, inlined: a table is max_jobs rows of 19 values a step,
+# and a call per row (a reference count per array it is handed) costs as much as the row
+_fill_row = njit(cache=True, inline="always")(fill_job_row)
+_reported = njit(cache=True, inline="always")(reported.py_func)
+_running_key = njit(cache=True, inline="always")(running_key.py_func)
+_ranks_before = njit(cache=True, inline="always")(ranks_before.py_func)
+
+N_STATES = 3          # the row's state one-hot (observation.STATES) before its JOB_FIELDS
+N_JOB_FIELDS = 16
+ROW = N_STATES + N_JOB_FIELDS
+
+
+@njit(cache=True)
+def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
+    """Take waiting job j out of its demand class's heap (the agent's pick, anywhere in it): the
+    class's heap rebuilt from its other jobs (a heap pops in rank order however it was built)."""
+    c = cls[j]
+    base, size = cls_off[c], cls_size[c]
+    m = 0
+    for q in range(size):
+        if wait[base + q] != j:
+            spare[m] = wait[base + q]
+            m += 1
+    cls_size[c] = 0
+    for q in range(m):
+        wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
+
+
+@njit(cache=True)
+def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
+    """`_allocate`'s call of the base and its filter: the base's fill over the running jobs
+    (but the stopped ones; the pick last) and the waiting heaps with `free` GPUs (the stops'
+    and the pick's counted), then its starts kept in its order while they fit. Returns
+    (starts in sp.to_start, preemptions in sp.to_preempt)."""
+    gpus, arrival, run_list = jobs.gpus, jobs.arrival, loop.run_list
+    after, keep = sp.after, sp.keep
+    n_run = loop.int_slots[layout.S_N_RUN]
+    n_after = 0
+    if spec.preemptive:
+        key_kind, major, key, phase = spec.key_kind, loop.major, loop.key, loop.phase
+        work, phase_start, gpu_min, next_check = out.work, out.phase_start, out.gpu_min, \
+            out.next_check
+        speed, duration, dur_est, paced = jobs.speed, jobs.duration, jobs.dur_est, jobs.paced
+        chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, \
+            jobs.chk_work, jobs.chk_idx, jobs.chk_loss
+        ev_ptr, ev_score = jobs.ev_ptr, jobs.ev_score
+        for q in range(n_run):
+            j = run_list[q]
+            stopped = False
+            for s in range(n_stop):
+                stopped = stopped or sp.top[s] == j
+            if stopped:
+                continue
+            major[j], key[j] = _running_key(
+                key_kind, j, now, phase, work, phase_start, speed, duration, gpu_min, gpus,
+                arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
+                next_check, ev_ptr, ev_score)
+            sp.prefix[n_after] = j          # the request's running order, for preemptions
+            after[n_after] = j
+            n_after += 1
+        if first >= 0:
+            after[n_after] = first
+            n_after += 1
+        for q in range(1, n_after):         # rank order, ascending (insertion)
+            j = after[q]
+            r = q
+            while r > 0 and _ranks_before(j, after[r - 1], loop.major, loop.key, arrival):
+                after[r] = after[r - 1]
+                r -= 1
+            after[r] = j
+    capacity = spec.total_gpus if spec.preemptive else free
+    n_start = fill(capacity, after, n_after, gpus, arrival, loop.cls, loop.cls_gpus,
+                   loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key, keep,
+                   sp.to_start, 0)
+    n_drop = 0
+    if spec.preemptive and first < 0:
+        for q in range(n_after):
+            j = sp.prefix[q]
+            if not keep[j]:
+                sp.to_preempt[n_drop] = j
+                n_drop += 1
+                free += gpus[j]
+    kept = 0
+    for q in range(n_start):                # drop what would over-allocate; it stays waiting
+        j = sp.to_start[q]
+        if gpus[j] <= free:
+            sp.to_start[kept] = j
+            kept += 1
+            free -= gpus[j]
+        else:
+            wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
+                      loop.key, arrival)
+    return kept, n_drop
+
+
+@njit(cache=True)
+def _release(j, now, jobs, out, loop):
+    """What Cluster._end and Cluster._preempt do alike to running job j: its phase charged, its
+    GPUs freed, its events superseded, another pass asked for."""
+    charge(j, now, loop.phase, out.work, out.phase_start, jobs.gpus, jobs.duration, jobs.speed,
+           jobs.peak, out.gpu_min, out.gpu_after)
+    int_slots = loop.int_slots
+    int_slots[layout.S_N_RUN] = leave_running(j, loop.run_list, loop.run_pos, loop.run_seq,
+                                              int_slots[layout.S_N_RUN])
+    int_slots[layout.S_FREE] += jobs.gpus[j]
+    loop.phase[j] = IDLE
+    out.epoch[j] += 1
+    int_slots[layout.S_NEEDS_PASS] = 1
+
+
+@njit(cache=True)
+def _preempt(j, now, key_kind, jobs, out, loop):
+    """Cluster._preempt of running job j: back to the waiting heaps under its key now."""
+    _release(j, now, jobs, out, loop)
+    loop.major[j], loop.key[j] = rank_of(key_kind, j, reported(
+        j, out.work[j], jobs.paced, jobs.chk_ptr, out.next_check, jobs.chk_prog, jobs.chk_work),
+        attained_service(j, now, loop.phase, out.phase_start, out.gpu_min, jobs.gpus),
+        jobs.arrival, jobs.dur_est, jobs.chk_ptr, jobs.chk_idx, jobs.chk_loss, out.next_check,
+        jobs.ev_ptr, jobs.ev_score)
+    wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key,
+              jobs.arrival)
+    loop.int_slots[layout.S_N_WAIT] += 1
+    out.state[j] = PREEMPTED
+    out.n_pre[j] += 1
+
+
+@njit(cache=True)
+def _start(j, now, overhead, jobs, out, loop):
+    """Cluster._start of waiting job j (already off the waiting heaps)."""
+    int_slots = loop.int_slots
+    int_slots[layout.S_STARTS] += 1
+    loop.run_seq[j] = int_slots[layout.S_STARTS]
+    n_run = int_slots[layout.S_N_RUN]
+    loop.run_list[n_run] = j
+    loop.run_pos[j] = n_run
+    int_slots[layout.S_N_RUN] = n_run + 1
+    int_slots[layout.S_N_WAIT] -= 1
+    int_slots[layout.S_FREE] -= jobs.gpus[j]
+    out.state[j] = RUNNING
+    if np.isnan(out.first_start[j]):
+        out.first_start[j] = now
+    loop.phase[j] = first_phase(out.has_run[j], overhead)
+    out.has_run[j] = True
+    out.phase_start[j] = now
+    length = phase_length(j, jobs.chk_work, jobs.chk_ptr, out.next_check, out.work,
+                          jobs.duration, jobs.speed, loop.phase[j], overhead, jobs.eval_min)
+    int_slots[layout.S_SEQ] += 1
+    seq = int_slots[layout.S_SEQ]
+    int_slots[layout.S_HEAP] = push_event(loop.heap, int_slots[layout.S_HEAP], now + length, seq,
+                                          j, out.epoch[j])
+
+
+@njit(cache=True)
+def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
+    """`_answer_schedule` of one env: its action applied (`Cluster._apply`: stops, preemptions,
+    starts). Returns the stops' quality lost and false stops (the reward's terms)."""
+    now = loop.float_slots[layout.F_NOW]
+    n_rows = row_job.shape[0]
+    n_stop = 0
+    free = loop.int_slots[layout.S_FREE]
+    for r in range(n_rows):                 # stop bits, honoured on running rows
+        if row_state[r] == 0 and action[r] == 1:
+            sp.top[n_stop] = row_job[r]
+            n_stop += 1
+            free += jobs.gpus[row_job[r]]
+    pick, first = action[n_rows] - 1, -1
+    if 0 <= pick < n_rows and row_state[pick] > 0 and jobs.gpus[row_job[pick]] <= free:
+        first = row_job[pick]
+        free -= jobs.gpus[first]
+        _drop_waiting(first, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
+                      loop.key, jobs.arrival, sp.pending)
+    n_start, n_drop = _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free)
+    lost, false_stops = 0.0, 0.0
+    for s in range(n_stop):
+        j = sp.top[s]
+        _release(j, now, jobs, out, loop)    # Cluster._end (stopped by the scheduler)
+        out.state[j] = STOPPED
+        out.end_time[j] = now
+        _, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
+        e0, e1 = jobs.ev_ptr[j], jobs.ev_ptr[j + 1]
+        lost += stop_quality_lost(truth.ev_point[e0:e1], truth.ev_true[e0:e1],
+                                  jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev])
+        false_stops += 0.0 if truth.is_hacking[j] else 1.0
+    for q in range(n_drop):
+        _preempt(sp.to_preempt[q], now, spec.key_kind, jobs, out, loop)
+    if first >= 0:
+        _start(first, now, spec.overhead, jobs, out, loop)
+    for q in range(n_start):
+        _start(sp.to_start[q], now, spec.overhead, jobs, out, loop)
+    return lost, false_stops
+
+
+@njit(cache=True)
+def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, row_prog,
+           row_gpus):
+    """`TableObservation.encode` of env i's pass: running jobs by id, then waiting ones by
+    (arrival, id), at most max_jobs rows; each row's loss column is left at 0 (see above).
+    The row loop reads plain arrays only (a NamedTuple handed to a call costs a reference
+    count per array it holds, per call)."""
+    o_jobs, o_mask, o_cluster = rows
+    int_slots, phase, now = loop.int_slots, loop.phase, loop.float_slots[layout.F_NOW]
+    state, work, next_check, phase_start = out.state, out.work, out.next_check, out.phase_start
+    gpu_min, n_pre = out.gpu_min, out.n_pre
+    gpus, arrival, speed, duration, paced = jobs.gpus, jobs.arrival, jobs.speed, jobs.duration, \
+        jobs.paced
+    chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, jobs.chk_work, \
+        jobs.chk_idx, jobs.chk_loss
+    ev_ptr, ev_score, ev_prog = jobs.ev_ptr, jobs.ev_score, jobs.ev_prog
+    n_run = int_slots[layout.S_N_RUN]
+    ids = sp.pending
+    for q in range(n_run):                  # running, by id (insertion)
+        j = loop.run_list[q]
+        r = q
+        while r > 0 and ids[r - 1] > j:
+            ids[r] = ids[r - 1]
+            r -= 1
+        ids[r] = j
+    n = n_run
+    arrivals = loop.arrivals
+    for q in range(int_slots[layout.S_NEXT_ARRIVAL]):   # arrived, in (arrival, id) order
+        j = arrivals[q]
+        if state[j] == PENDING or state[j] == PREEMPTED:
+            ids[n] = j
+            n += 1
+    n_rows = row_job.shape[1]
+    table, low, high = row(o_jobs, i), bounds[0][0], bounds[0][1]
+    for r in range(n_rows):
+        at = r * ROW
+        if r >= n:
+            row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = -1, -1, 0, 0
+            for k in range(ROW):
+                table[at + k] = 0.0
+            continue
+        j = ids[r]
+        st = 0 if state[j] == RUNNING else (1 if state[j] == PENDING else 2)
+        row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = j, st, gpus[j], 1
+        w = work[j]                         # the progress a view shows now (`make_view`)
+        if phase[j] == TRAIN:
+            w = work_after(TRAIN, w, now - phase_start[j], speed[j], duration[j])
+        progress = _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work)
+        row_prog[i, r] = progress
+        attained = gpu_min[j] / gpus[j]
+        if phase[j] != IDLE:
+            attained += now - phase_start[j]
+        last, n_ev = kernel.passed(j, chk_ptr, chk_idx, next_check)
+        e0, c0 = ev_ptr[j], chk_ptr[j]
+        for s in range(N_STATES):
+            tmp[s] = 1.0 if s == st else 0.0
+        _fill_row(tmp[N_STATES:], jobs.jtype[j], progress, 0.0, ev_score[e0:e0 + n_ev],
+                  ev_prog[e0:e0 + n_ev], chk_loss[c0:last], jobs.dur_est[j], gpus[j],
+                  now - arrival[j], attained, n_pre[j])
+        for k in range(ROW):
+            table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
+    fill_cluster_row(tmp, now, spec.total_gpus, int_slots[layout.S_FREE],
+                     int_slots[layout.S_N_WAIT], n_run)
+    cluster, low, high = row(o_cluster, i), bounds[1][0], bounds[1][1]
+    for k in range(cluster.shape[0]):
+        cluster[k] = clipped(tmp[k], low[k], high[k])
+
+
+@njit(cache=True, inline="always")
+def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weights):
+    """`RewardMeter.step` (wasted charged as it accrues) of env i; the weighted reward."""
+    current = _system_integrals(i, now, jobs, out, loop, loop.int_slots, arrays.reward_ints,
+                                arrays.reward_floats, row(arrays.open, i), row(arrays.order, i))
+    floats = row(arrays.reward_floats, i)
+    last = (floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2])
+    floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2] = current
+    terms = step_terms(current, last, current[2] - last[2], lost, false_stops, weights[5])
+    for k in range(5):
+        floats[R_TOTAL + k] += terms[k]
+    return weighted_reward(weights, terms)
+
+
+@njit(cache=True)
+def full_step_all(spec, arrays, sp, weights, actions, pending, answered, terminated, reward_out,
+                  rows, bounds, row_job, row_state, row_prog, row_gpus, lost, false_stops, todo,
+                  status):
+    """Every env with todo[i]: its pending action applied (pending[i]), then run to its next
+    pass or its end, its reward (answered[i]: a step's; else a reset's, not returned) and its
+    table written. An env whose heaps lack room returns ROOM before it moves: grow, call again."""
+    tmp = np.empty(ROW, np.float64)
+    all_loops = arrays.loop
+    for i in range(todo.shape[0]):
+        if not todo[i]:
+            continue
+        jobs, out, loop = jobs_row(arrays.jobs, i), out_row(arrays.out, i), \
+            loop_row(all_loops, i)
+        truth = truth_row(arrays.extra, i)
+        int_slots = loop.int_slots
+        if pending[i]:
+            if int_slots[layout.S_HEAP] + int_slots[layout.S_N] + 1 >= loop.heap.shape[0]:
+                status[i] = kernel.ROOM
+                continue
+            lost[i], false_stops[i] = _answer(spec, jobs, out, loop, sp, truth, row(actions, i),
+                                              row(row_job, i), row(row_state, i))
+            pending[i] = False
+        int_slots[layout.S_RHEAP] = 0       # the engine's running-key heap: unread here
+        int_slots[layout.S_N_CONT] = 0      # checks answered "continue" charge nothing here
+        st = kernel.advance(spec, jobs, out, loop, sp)
+        status[i] = st
+        if st != kernel.OK and st != PASS:
+            continue
+        now = loop.float_slots[layout.F_NOW]
+        value = _full_reward(i, now, jobs, out, loop, arrays, truth, lost[i], false_stops[i],
+                             weights)
+        lost[i], false_stops[i] = 0.0, 0.0
+        reward_out[i] = value if answered[i] else 0.0
+        terminated[i] = st == kernel.OK
+        if st == PASS:
+            _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, row_prog,
+                   row_gpus)
+        else:
+            rows[0][i] = 0.0
+            rows[1][i] = 0
+            rows[2][i] = 0.0
+            row_job[i], row_state[i], row_gpus[i] = -1, -1, 0
