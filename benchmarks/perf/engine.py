@@ -36,6 +36,7 @@ from evalstop_gym.simulate import collector_paused, run_jobs, simulate
 from evalstop_gym.workloads import generate_workload
 
 from .. import durable
+from .vector_throughput import STOP_PROBABILITY
 
 HEADLINE = "EvalStop-2+SRTF-Est"
 BASES = ("FIFO", "SJF-Est", "SRTF-Est", "LossAware", "EvalSched")
@@ -208,7 +209,7 @@ VECTOR_ENVS = 64   # the vector env's size in PERFORMANCE.md (the issue's target
 def env_steps(seconds: float = 2.0) -> dict[str, float | None]:
     """Env steps/s with random actions, both control modes and the vector env of
     `VECTOR_ENVS` clusters in both controls, beside CartPole-v1."""
-    from .vector_throughput import random_full_actions, vector_steps_per_second
+    from .vector_throughput import random_full_actions, random_stops, vector_steps_per_second
 
     out: dict[str, float | None] = {}
     for key, make in (("stop", lambda: _make_env(control="stop")),
@@ -218,9 +219,8 @@ def env_steps(seconds: float = 2.0) -> dict[str, float | None]:
             out[key] = _steps_per_s(make(), seconds)
         except Exception:  # noqa: BLE001 - the env may not be registered yet: report n/a
             out[key] = None
-    venv = _make_vector_env(VECTOR_ENVS)
-    venv.action_space.seed(0)
-    out["vector"] = vector_steps_per_second(venv, venv.action_space.sample, seconds)
+    venv = _make_vector_env(VECTOR_ENVS)   # env_throughput's agents: episodes of normal length
+    out["vector"] = vector_steps_per_second(venv, random_stops(VECTOR_ENVS), seconds)
     full = _make_vector_env(VECTOR_ENVS, control="full")
     out["vector_full"] = vector_steps_per_second(full, random_full_actions(full.unwrapped),
                                                  seconds)
@@ -406,12 +406,14 @@ def tables(res: dict[str, Any]) -> list[str]:
                   + (f" {r['error']}" if r.get("error") else "") for r in rows]
     env = res["env_steps_per_s"]
     lines += ["", "## Env steps/s (random actions)", "",
-              "The single env drives the reference engine, one decision per step; the vector "
-              f"env steps {VECTOR_ENVS} stop-mode clusters in one compiled call, and "
-              f"{VECTOR_ENVS} full-control clusters through their batch core (env steps per "
-              "second, autoresets included; `python -m evalstop_gym.benchmarks.perf."
+              "The single env drives the reference engine, one decision per step, with uniform "
+              f"random actions; the vector env steps {VECTOR_ENVS} clusters per call of its "
+              "batch core with `env_throughput`'s agents (stop mode: "
+              f"{STOP_PROBABILITY:.0%} of checks stopped; full control: masked random rows), "
+              "so its episodes keep their usual length (env "
+              "steps per second, autoresets included; `python -m evalstop_gym.benchmarks.perf."
               "env_throughput` gives every size, each core's bytes of state per env and PPO's "
-              "wall time).", "",
+              "wall time, in its own block below).", "",
               f"| stop | full | stop, vector env N={VECTOR_ENVS} | "
               f"full, vector env N={VECTOR_ENVS} | CartPole-v1 |",
               "|---:|---:|---:|---:|---:|",
