@@ -6,50 +6,16 @@ taking and dropping one costs two atomic reference-count calls that numba's prun
 remove in `step_all` (measured at N=64, per env step: `advance` with its rows 3.3 us with
 references, 1.8 without; the reward 3.0 us, 0.6 without). `row`
 takes the same view without the reference: `step_all`'s arguments keep every parent alive for
-the whole call, and no row outlives it (nothing stores or returns one).
+the whole call, and no row outlives it (nothing stores or returns one). `sim/borrowed.py`
+holds `row`; the engine's loop borrows its own arrays the same way.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..sim.jit import HAS_NUMBA, njit
+from ..sim.borrowed import row
+from ..sim.jit import njit
 from ..sim.native_kernel import Jobs, LoopState, Outcome
 from .batch_arrays import Extra
-
-
-def _row_plain(a: Any, i: int) -> Any:
-    """a[i] (what `row` is without numba)."""
-    return a[i]
-
-
-row: Any = _row_plain
-if HAS_NUMBA:
-    from numba.core import cgutils, types
-    from numba.extending import intrinsic
-    from numba.np.arrayobj import make_array, populate_array
-
-    @intrinsic
-    def row(typingctx: Any, a: Any, i: Any) -> Any:   # noqa: F811  (numba's form of a[i])
-        """a[i] of a C-contiguous array, a view that holds no reference to `a`."""
-        if not isinstance(a, types.Array) or a.ndim < 2 or a.layout != "C" \
-                or not isinstance(i, types.Integer):
-            return None
-
-        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-            parent = make_array(sig.args[0])(context, builder, args[0])
-            view = make_array(sig.return_type)(context, builder)
-            shape = cgutils.unpack_tuple(builder, parent.shape)
-            strides = cgutils.unpack_tuple(builder, parent.strides)
-            start = builder.gep(builder.bitcast(parent.data, cgutils.voidptr_t),
-                                [builder.mul(args[1], strides[0])])
-            populate_array(view, data=builder.bitcast(start, parent.data.type),
-                           shape=cgutils.pack_array(builder, shape[1:]),
-                           strides=cgutils.pack_array(builder, strides[1:]),
-                           itemsize=parent.itemsize, meminfo=None, parent=None)
-            return view._getvalue()
-
-        return a.copy(ndim=a.ndim - 1)(a, types.intp), codegen
 
 
 @njit(cache=True, inline="always")

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .borrowed import borrow
 from .jit import njit
 from .jobs import STATES, JobState, Phase
 
@@ -201,3 +202,22 @@ def scratch(n):
                    np.empty(n, np.int64), np.empty(n, np.int64))
 
 
+@njit(cache=True, inline="always")
+def borrowed(jobs, out, loop, space):
+    """The four NamedTuples `advance` takes, of views that hold no reference (`borrowed.py`):
+    the loop's steps pass them around at no reference-count cost."""
+    b = borrow
+    return (Jobs(b(jobs.arrival), b(jobs.gpus), b(jobs.duration), b(jobs.dur_est),
+                 b(jobs.eval_min), b(jobs.peak), b(jobs.speed), b(jobs.jtype), b(jobs.paced),
+                 b(jobs.chk_ptr), b(jobs.chk_prog), b(jobs.chk_work), b(jobs.chk_idx),
+                 b(jobs.chk_loss), b(jobs.ev_ptr), b(jobs.ev_score), b(jobs.ev_prog)),
+            Outcome(b(out.state), b(out.work), b(out.next_check), b(out.epoch), b(out.has_run),
+                    b(out.first_start), b(out.end_time), b(out.gpu_min), b(out.gpu_after),
+                    b(out.n_pre), b(out.phase_start), b(out.chk_time), b(out.stop_value)),
+            LoopState(b(loop.phase), b(loop.cls_gpus), b(loop.cls), b(loop.cls_off),
+                      b(loop.cls_size), b(loop.wait), b(loop.major), b(loop.key),
+                      b(loop.run_seq), b(loop.run_list), b(loop.run_pos), b(loop.run_version),
+                      b(loop.arrivals), b(loop.heap), b(loop.rheap), b(loop.int_slots),
+                      b(loop.float_slots), b(loop.continued)),
+            Scratch(b(space.after), b(space.top), b(space.pending), b(space.prefix),
+                    b(space.sizes), b(space.keep), b(space.to_start), b(space.to_preempt)))
