@@ -53,9 +53,10 @@ def test_the_cache_goes_to_the_user_cache_folder(tmp_path):
     assert "CACHING True" in out
     written = cache_files(tmp_path / "xdg" / "evalstop-gym" / "numba")
     assert written, "the compiled functions should be cached under the user's cache folder"
-    engine_files = {f.stem for f in (PACKAGE_ROOT / "sim").glob("*.py")}
-    assert {p.parent.name.rsplit("-", 1)[0] for p in written} <= engine_files, \
-        "each cache folder is named after the engine file it caches"
+    compiled_files = {f.stem for folder in ("sim", "metrics")   # the engine and the scorer
+                      for f in (PACKAGE_ROOT / folder).glob("*.py")}
+    assert {p.parent.name.rsplit("-", 1)[0] for p in written} <= compiled_files, \
+        "each cache folder is named after the engine or scoring file it caches"
     assert package_cache_files() == before, "nothing may be written inside the package"
     again = compiled_run({"XDG_CACHE_HOME": str(tmp_path / "xdg")})   # read back from the cache
     assert again.splitlines()[-1] == out.splitlines()[-1]
