@@ -85,7 +85,6 @@ class CompiledBatch:
         self._asked = np.full(n, -1, np.int64)
         self._workloads: list[WorkloadArrays | None] = [None] * n   # static per-job fields
         self._packed: list[dict[str, np.ndarray] | None] = [None] * n
-        self._seeds = [-1] * n
         self._metrics: list[dict[str, float] | None] = [None] * n
         self._caps = (0, 0, 0)
         self._entry: Callable[..., Any] | None = None
@@ -217,7 +216,7 @@ class CompiledBatch:
         arrays.order[i, :n] = loops.arrivals[i, :n]
         arrays.reward_ints[i] = 0
         arrays.reward_floats[i] = 0.0
-        self._workloads[i], self._packed[i], self._seeds[i] = workload, packed, seed
+        self._workloads[i], self._packed[i] = workload, packed
         self._asked[i] = -1
         self._metrics[i] = None
 
