@@ -53,6 +53,8 @@ def check_pointers(w: WorkloadArrays, layout: Layout) -> np.ndarray:
 def check_losses(w: WorkloadArrays, layout: Layout, chk_ptr: np.ndarray) -> np.ndarray:
     """Each check's training loss, computed per schedule as a matrix over the jobs that share
     it (numpy's rounding: the one `Job.loss_at` has)."""
+    if len(layout.ptr) == 2:   # one schedule (a drawn workload): every job's checks in a row
+        return _loss_matrix(layout.prog, w.loss_params).ravel()
     loss = np.empty(int(chk_ptr[-1]))
     for s in range(len(layout.ptr) - 1):
         rows = np.flatnonzero(w.schedule == s)
@@ -60,9 +62,13 @@ def check_losses(w: WorkloadArrays, layout: Layout, chk_ptr: np.ndarray) -> np.n
             continue
         prog = layout.prog[layout.ptr[s]:layout.ptr[s + 1]]
         where = (chk_ptr[rows][:, None] + np.arange(len(prog))).ravel()
-        params = w.loss_params[rows]
-        loss[where] = exp_loss(prog[None, :], *(params[:, k:k + 1] for k in range(4))).ravel()
+        loss[where] = _loss_matrix(prog, w.loss_params[rows]).ravel()
     return loss
+
+
+def _loss_matrix(prog: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """The loss of each job of `params` (a row each) at each of `prog`."""
+    return exp_loss(prog[None, :], *(params[:, k:k + 1] for k in range(4)))
 
 
 def pack(w: WorkloadArrays, milestones: tuple[float, ...]) -> dict[str, Any]:
@@ -96,10 +102,12 @@ def fill_packed(w, layout, chk_ptr, jobs):
         jobs.speed[j], jobs.jtype[j], jobs.paced[j] = 1.0, w.jtype[j], w.paced[j]
     jobs.chk_ptr[:n + 1] = chk_ptr
     jobs.ev_ptr[:n + 1] = w.ev_ptr
+    last, knots = -1, np.empty(0)
     for j in range(n):
         s = w.schedule[j]
         points = w.points[w.sched_ptr[s]:w.sched_ptr[s + 1]]
-        knots = knot_progress(points)
+        if s != last:   # jobs of one schedule share its knots
+            last, knots = s, knot_progress(points)
         e0 = w.ev_ptr[j]
         work = w.eval_work[e0:e0 + points.shape[0]]
         c, e = chk_ptr[j], e0
