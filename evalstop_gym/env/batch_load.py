@@ -5,8 +5,8 @@ what must round as numpy rounds (each check's training loss: `packing.check_loss
 of loading it, packing the jobs and their checks into env i's row (`packing.fill_packed`, the
 packer `native.run` uses too) and clearing the row's loop state, runs in compiled code,
 inside the same call that runs the env to its first decision (`batch_step.step_all`). The
-workloads reset in one call are staged together: each field of all of them end to end
-(`Staged`), so a step with resets passes one set of arrays whatever their number.
+workloads reset in one call are staged together, each field of all of them end to end in one
+buffer per dtype (`Staged`), so a step passes three arrays whatever the number of resets.
 """
 
 from __future__ import annotations
@@ -25,35 +25,42 @@ from .batch_rows import jobs_row, loop_row, out_row, row
 _F: Any = np.float64
 _I: Any = np.int64
 _B: Any = np.bool_
-# each field's dtype: the compiled step is typed once, so every staging gives the same types
+# each field's dtype, in `staged_workload`'s order: the workload's fields, its layout's, its
+# check pointers and losses
 DTYPES = (*WorkloadArrays(_I, _I, _I, _F, _F, _F, _F, _B, _F, _F, _B, _F, _I, _F, _I, _I, _F, _I,
                           _F, _F, _F), *Layout(_I, _F, _I), _I, _F)
-LOSS_PARAMS = WorkloadArrays._fields.index("loss_params")   # (n, 4): staged by rows
+KINDS = (_F, _I, _B)   # the buffers of `Staged`, by dtype
 
 
 class Staged(NamedTuple):
-    """Workloads staged for loading, each field of all of them end to end: workload k's part
-    of field f is [start[f, k], start[f, k + 1]) (rows of `w.loss_params`)."""
+    """Workloads staged for loading: every field of all of them end to end, in one buffer per
+    dtype (the compiled step is typed once and unboxes three arrays, not one per field);
+    workload k's part of field f (`DTYPES` order) is [start[f, k], start[f, k + 1]) of its
+    dtype's buffer (`loss_params` flat, four to a job)."""
 
-    w: WorkloadArrays
-    layout: Layout
-    chk_ptr: np.ndarray     # each workload's check pointers (`packing.check_pointers`)
-    chk_loss: np.ndarray    # and its checks' losses (`packing.check_losses`)
+    floats: np.ndarray
+    ints: np.ndarray
+    bools: np.ndarray
     start: np.ndarray       # int64 (fields, workloads + 1)
 
 
 def stage(parts: list[tuple[WorkloadArrays, Layout, np.ndarray, np.ndarray]]) -> Staged:
-    """The workloads of `parts` (each with its layout, check pointers and losses), staged."""
+    """The workloads of `parts` (each with its layout, check pointers (`packing.
+    check_pointers`) and checks' losses (`packing.check_losses`)), staged."""
     columns = [[*w, *layout, chk_ptr, loss] for w, layout, chk_ptr, loss in parts]
+    buffers: list[list[np.ndarray]] = [[] for _ in KINDS]
+    used = [0] * len(KINDS)
     start = np.zeros((len(DTYPES), len(parts) + 1), np.int64)
-    start[:, 1:] = np.array([[len(a) for a in c] for c in columns], np.int64).reshape(
-        len(parts), len(DTYPES)).T.cumsum(axis=1)
-    fields = [np.concatenate([c[f] for c in columns], dtype=dtype) if parts
-              else np.zeros((0, 4) if f == LOSS_PARAMS else 0, dtype)
-              for f, dtype in enumerate(DTYPES)]
-    n_w = len(WorkloadArrays._fields)
-    return Staged(WorkloadArrays(*fields[:n_w]), Layout(*fields[n_w:n_w + 3]), fields[n_w + 3],
-                  fields[n_w + 4], start)
+    for f, dtype in enumerate(DTYPES):
+        kind = KINDS.index(dtype)
+        start[f, 0] = used[kind]
+        for k, column in enumerate(columns):
+            buffers[kind].append(column[f].ravel())
+            used[kind] += column[f].size
+            start[f, k + 1] = used[kind]
+    floats, ints, bools = (np.concatenate(b, dtype=dtype) if b else np.zeros(0, dtype)
+                           for b, dtype in zip(buffers, KINDS, strict=True))
+    return Staged(floats, ints, bools, start)
 
 
 @njit(cache=True, inline="always")
@@ -64,20 +71,17 @@ def _part(a, start, f, k):
 @njit(cache=True)
 def staged_workload(staged, k):
     """Staged workload k: its arrays, layout, check pointers and losses."""
-    w, s = staged.w, staged.start
+    fl, it, b, s = staged.floats, staged.ints, staged.bools, staged.start
+    loss_params = _part(fl, s, 11, k)
     return (WorkloadArrays(
-        _part(w.tenant, s, 0, k), _part(w.jtype, s, 1, k), _part(w.gpus, s, 2, k),
-        _part(w.arrival, s, 3, k), _part(w.duration, s, 4, k), _part(w.dur_est, s, 5, k),
-        _part(w.eval_min, s, 6, k), _part(w.is_hacking, s, 7, k),
-        _part(w.peak_progress, s, 8, k), _part(w.peak_work, s, 9, k), _part(w.paced, s, 10, k),
-        _part(w.loss_params, s, 11, k), _part(w.curve_ptr, s, 12, k),
-        _part(w.curve_params, s, 13, k), _part(w.schedule, s, 14, k),
-        _part(w.sched_ptr, s, 15, k), _part(w.points, s, 16, k), _part(w.ev_ptr, s, 17, k),
-        _part(w.eval_true, s, 18, k), _part(w.eval_observed, s, 19, k),
-        _part(w.eval_work, s, 20, k)),
-        Layout(_part(staged.layout.ptr, s, 21, k), _part(staged.layout.prog, s, 22, k),
-               _part(staged.layout.idx, s, 23, k)),
-        _part(staged.chk_ptr, s, 24, k), _part(staged.chk_loss, s, 25, k))
+        _part(it, s, 0, k), _part(it, s, 1, k), _part(it, s, 2, k), _part(fl, s, 3, k),
+        _part(fl, s, 4, k), _part(fl, s, 5, k), _part(fl, s, 6, k), _part(b, s, 7, k),
+        _part(fl, s, 8, k), _part(fl, s, 9, k), _part(b, s, 10, k),
+        loss_params.reshape((loss_params.shape[0] // 4, 4)), _part(it, s, 12, k),
+        _part(fl, s, 13, k), _part(it, s, 14, k), _part(it, s, 15, k), _part(fl, s, 16, k),
+        _part(it, s, 17, k), _part(fl, s, 18, k), _part(fl, s, 19, k), _part(fl, s, 20, k)),
+        Layout(_part(it, s, 21, k), _part(fl, s, 22, k), _part(it, s, 23, k)),
+        _part(it, s, 24, k), _part(fl, s, 25, k))
 
 
 @njit(cache=True)
