@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from evalstop_gym.config import ConfigError, SimConfig, load_sim_config
 from evalstop_gym.policies import parse_policy
 from evalstop_gym.sim.cluster import CheckRequest, Cluster
-from evalstop_gym.sim.pace import draw_eval_work, knot_progress, progress_between, work_at
+from evalstop_gym.sim.pace import (
+    draw_eval_work,
+    knot_progress,
+    point_work,
+    progress_between,
+    work_at,
+)
 from evalstop_gym.sim.protocols import CONTINUE
 from evalstop_gym.sim.view import make_view
 from evalstop_gym.sim.workload import JOB_TYPES, eval_points, generate_workload
@@ -44,6 +50,21 @@ def test_work_at_hits_the_knots_exactly_and_rows_agree_with_single_jobs() -> Non
     matrix = work_at(POINTS, work, probes)
     for row in range(4):   # the native engine packs rows; Cluster asks job by job
         assert matrix[row].tobytes() == work_at(POINTS, work[row], probes).tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), max_size=4), st.floats(0.0, 3.0),
+       st.sampled_from([0.15, 0.3, 0.5]), st.booleans(), st.integers(0, 2**32 - 1))
+def test_point_work_is_work_at_to_the_bit(probes: list[float], volatility: float,
+                                          interval: float, final: bool, seed: int) -> None:
+    """The packer's compiled form of `work_at` (one job, one progress) gives its bits, at the
+    knots, between them and past the last eval point."""
+    points = eval_points(interval, final)
+    row = draw_eval_work(points, np.array([volatility]), np.random.default_rng(seed))[0]
+    progress = np.array([*probes, *points, 0.0, 1.0])
+    knots = knot_progress(points)
+    one_by_one = np.array([point_work(knots, row, p) for p in progress])
+    assert one_by_one.tobytes() == work_at(points, row, progress).tobytes()
 
 
 @settings(max_examples=200, deadline=None)

@@ -2,8 +2,8 @@
 
 Every array is 2-D (3-D for the heaps): row i is env i's cluster, padded to the largest workload
 seen; growing keeps every row's contents, so a big workload mid-episode costs the others
-nothing. `CompiledBatch` packs one workload into a row (`load_truth` adds the hidden truth the
-reward reads); `batch_step.step_all` runs the rows in compiled code.
+nothing. `batch_load.load_row` packs one workload into a row (`load_truth` adds the hidden
+truth the reward reads); `batch_step.step_all` runs the rows in compiled code.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..sim.jit import njit
 from ..sim.native_kernel import N_FLOAT_SLOTS, N_INT_SLOTS, Jobs, LoopState, Outcome
-from ..sim.workload_arrays import WorkloadArrays
 
 # per-env reward state: ints (arrivals admitted, open jobs), floats (booked integrals,
 # integrals at the last decision, the episode's term totals)
@@ -98,12 +98,16 @@ def grown_heaps(loop: LoopState) -> LoopState:
     return loop._replace(heap=bigger[0], rheap=bigger[1])
 
 
-def load_truth(extra: Extra, i: int, workload: WorkloadArrays) -> None:
+@njit(cache=True)
+def load_truth(extra, i, workload):
     """Row i's hidden truth: each job's label, true peak, eval points and true scores (in its
     ev_* span: a job has one eval check per eval point)."""
-    n, n_ev = workload.n_jobs, int(workload.ev_ptr[-1])
-    extra.is_hacking[i, :n] = workload.is_hacking
-    extra.peak_prog[i, :n] = workload.peak_progress
-    if n_ev:
-        extra.ev_point[i, :n_ev] = workload.eval_points_flat()
-        extra.ev_true[i, :n_ev] = workload.eval_true
+    w = workload
+    n = w.arrival.shape[0]
+    extra.is_hacking[i, :n] = w.is_hacking
+    extra.peak_prog[i, :n] = w.peak_progress
+    for j in range(n):
+        points = w.points[w.sched_ptr[w.schedule[j]]:]
+        for e in range(w.ev_ptr[j], w.ev_ptr[j + 1]):
+            extra.ev_point[i, e] = points[e - w.ev_ptr[j]]
+            extra.ev_true[i, e] = w.eval_true[e]

@@ -66,6 +66,11 @@ class BatchCore(Protocol):
     def step(self, stop: np.ndarray) -> None:
         """Answer every running env's pending check with its action; finished envs stay put."""
 
+    def step_and_reset(self, stop: np.ndarray, indices: Sequence[int], seeds: Sequence[int]
+                       ) -> None:
+        """`step`, then reset envs `indices` (terminated: ended at the last step) on `seeds`:
+        Gymnasium's next-step autoreset, in one call where the core can."""
+
     def metrics(self, i: int) -> dict[str, float]:
         """Env i's finished episode's paper metrics."""
 
@@ -131,6 +136,12 @@ class ReferenceBatch:
                 actions[i] if actions.ndim == 2 else int(actions[i]))
             self._write(i, obs, info)
             self.reward[i] = reward
+
+    def step_and_reset(self, stop: np.ndarray, indices: Sequence[int], seeds: Sequence[int]
+                       ) -> None:
+        self.step(stop)
+        if len(indices):
+            self.reset(indices, seeds)
 
     def _final(self, i: int, key: str) -> dict[str, float]:
         if not self.terminated[i] or key not in self._infos[i]:

@@ -28,6 +28,7 @@ from ..sim.native_kernel import (
     S_PENDING,
 )
 from .batch_arrays import R_ADMITTED, R_BOOKED, R_LAST, R_OPEN, R_TOTAL
+from .batch_load import load_row
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .observation import (
     clipped,
@@ -126,15 +127,20 @@ def _observe(i, j, now, total_gpus, jobs, out, int_slots, rows, bounds, tmp):
 
 @njit(cache=True)
 def step_all(spec, arrays, pass_space, weights, asked, terminated, reward_out, rows, bounds, todo,
-             fresh, status):
-    """Advance every env with todo[i] to its next decision (or its end) and write its rows.
-    `fresh`: a new answer (float_slots[F_ANSWER]) or a reset; False resumes envs that ran out of
-    heap room mid-step (`ROOM`), which keep their answer and their continued jobs."""
+             fresh, status, staged, slot):
+    """Advance every env with todo[i] to its next decision (or its end) and write its rows; an
+    env with a staged workload (slot[i] >= 0, `batch_load`) is reset on it first, its slot
+    cleared. `fresh`: a new answer (float_slots[F_ANSWER]) or a reset; False resumes envs that
+    ran out of heap room mid-step (`ROOM`), which keep their answer and their continued jobs."""
     all_jobs, all_outs, all_loops, truth = arrays.jobs, arrays.out, arrays.loop, arrays.extra
     tmp = np.empty(max(rows[0].shape[1], rows[1].shape[1]), np.float64)
     for i in range(todo.shape[0]):
         if not todo[i]:
             continue
+        if slot[i] >= 0:
+            load_row(spec.total_gpus, arrays, i, staged, slot[i])
+            slot[i] = -1
+            asked[i] = -1
         jobs, out, loop = jobs_row(all_jobs, i), out_row(all_outs, i), loop_row(all_loops, i)
         int_slots = loop.int_slots
         if fresh:

@@ -8,8 +8,10 @@ bit for bit (`tests/test_vector_equivalence.py`): the loop is the one `simulate`
 reward and observation are the single env's own functions, compiled.
 
 State lives in 2-D arrays (`batch_arrays.py`: a row per env, padded to the largest workload
-seen); a reset draws one workload as arrays (`workloads.draw_workload`, no job records) and packs
-it into its row (`packing.pack`); the finished episode's metrics are computed from its arrays by
+seen); a reset draws one workload as arrays (`workloads.draw_workload`, no job records) and
+stages it; the compiled call packs it into its row (`packing.fill_packed`, `batch_load.py`) and
+runs it to its first decision, so the vector env's autoresets ride in the step's own call
+(`step_and_reset`). The finished episode's metrics are computed from its arrays by
 `metrics.score_table`, as `simulate` does: no job record is made in an episode.
 """
 
@@ -28,7 +30,7 @@ from ..sim import native_kernel as kernel
 from ..sim.jobs import Job
 from ..sim.kernel import SimulationError
 from ..sim.native_kernel import F_ANSWER, Jobs, Outcome, Platform
-from ..sim.packing import pack
+from ..sim.packing import Layout, check_layout, check_losses, check_pointers
 from ..sim.protocols import capabilities
 from ..sim.rules import RULE_AGENT, disagreement
 from ..sim.workload import JOB_TYPES, eval_points
@@ -36,8 +38,9 @@ from ..sim.workload_arrays import WorkloadArrays, arrays_of
 from ..simulate import resolve_config
 from ..workloads import draw_workload
 from .arguments import check_milestones, check_monitored
-from .batch_arrays import R_TOTAL, BatchArrays, allocate, grown_heaps, load_truth
+from .batch_arrays import R_TOTAL, BatchArrays, allocate, grown_heaps
 from .batch_core import check_num_envs, check_stop
+from .batch_load import load_rows, stage
 from .batch_step import step_all
 from .observation import STOP_FIELDS, Limits, StopObservation
 from .reward import RewardTerms, weights
@@ -84,7 +87,10 @@ class CompiledBatch:
         self.terminated = np.ones(n, np.bool_)
         self._asked = np.full(n, -1, np.int64)
         self._workloads: list[WorkloadArrays | None] = [None] * n   # static per-job fields
-        self._packed: list[dict[str, np.ndarray] | None] = [None] * n
+        self._sizes = np.zeros((n, 3), np.int64)   # each row's jobs, checks and evals
+        self._slot = np.full(n, -1, np.int64)       # env i's workload in `_staged`, or -1
+        self._nothing_staged = self._staged = stage([])
+        self._layouts: dict[bytes, Layout] = {}    # each eval schedule's check points
         self._metrics: list[dict[str, float] | None] = [None] * n
         self._caps = (0, 0, 0)
         self._entry: Callable[..., Any] | None = None
@@ -96,6 +102,40 @@ class CompiledBatch:
 
     def reset(self, indices: Sequence[int], seeds: Sequence[int]) -> None:
         """Start env indices[k] on the workload of seeds[k] and run it to its first decision."""
+        indices, seeds = self._checked(indices, seeds)
+        if self._kernel_loads:
+            self._stage(indices, seeds)
+            self._run(self._slot >= 0, fresh=True)
+            self._staged = self._nothing_staged
+            return
+        todo = np.zeros(self.num_envs, np.bool_)
+        for i, seed in zip(indices, seeds, strict=True):
+            self._load(i, seed)
+            todo[i] = True
+        self._run(todo, fresh=True)
+
+    def step(self, stop: np.ndarray) -> None:
+        """Answer every live env's pending check (1: stop) and run it to its next decision."""
+        self._step(check_stop(stop, self.num_envs))
+
+    def step_and_reset(self, stop: np.ndarray, indices: Sequence[int], seeds: Sequence[int]
+                       ) -> None:
+        """`step`, and envs `indices` (ended at the last step) reset on `seeds` in the same
+        compiled call: their workloads drawn here, packed and run to their first decision in
+        compiled code (another control's kernel loads nothing: `step`, then `reset`)."""
+        if not self._kernel_loads:
+            self.step(stop)
+            if len(indices):
+                self.reset(indices, seeds)
+            return
+        checked = check_stop(stop, self.num_envs)
+        if len(indices):
+            self._stage(*self._checked(indices, seeds))
+        self._step(checked)
+        self._staged = self._nothing_staged
+
+    def _checked(self, indices: Sequence[int], seeds: Sequence[int]) -> tuple[list[int], list[int]]:
+        """`indices` and `seeds` as ints, or a one-line ValueError naming the bad one."""
         indices, seeds = list(indices), list(seeds)
         if len(indices) != len(seeds):
             raise ValueError(f"indices and seeds differ in length: {len(indices)} and "
@@ -107,19 +147,13 @@ class CompiledBatch:
         for s in seeds:
             if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
                 raise ValueError(f"seeds: {s!r} is not a whole number >= 0")
-        todo = np.zeros(self.num_envs, np.bool_)
-        for i, seed in zip(indices, seeds, strict=True):
-            self._load(int(i), int(seed))
-            todo[i] = True
-        self._run(todo, fresh=True)
+        return [int(i) for i in indices], [int(s) for s in seeds]
 
-    def step(self, stop: np.ndarray) -> None:
-        """Answer every live env's pending check (1: stop) and run it to its next decision."""
-        stop = check_stop(stop, self.num_envs)
-        live = ~self.terminated
+    def _step(self, stop: np.ndarray) -> None:
+        """Answer the live envs' checks and run them, and the staged ones, on (one call)."""
         self._arrays.loop.float_slots[:, F_ANSWER] = np.where(stop != 0, 1.0, np.nan)
         self.reward[self.terminated] = 0.0
-        self._run(live, fresh=True)
+        self._run(~self.terminated | (self._slot >= 0), fresh=True)
 
     def metrics(self, i: int) -> dict[str, float]:
         """Env i's finished episode's paper metrics (== the single env's info["metrics"])."""
@@ -146,6 +180,12 @@ class CompiledBatch:
     _kernel: Any = staticmethod(step_all)   # the compiled call `_run` makes
     _paused = kernel.DECISION                # the status of an env that waits for its agent
 
+    @property
+    def _kernel_loads(self) -> bool:
+        """Whether `_kernel` loads the staged workloads itself (`step_all` does; a subclass's
+        kernel has its rows loaded by `_load` before it runs)."""
+        return self._kernel is step_all
+
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
         """Run envs `todo` through `_kernel`; the ones whose heaps ran out of room (`ROOM`, they
         did not move) run again on grown heaps, resumed (`fresh` False)."""
@@ -167,7 +207,7 @@ class CompiledBatch:
         """`step_all`'s arguments."""
         return (self._platform, self._arrays, self._scratch, self._weights, self._asked,
                 self.terminated, self.reward, tuple(self.obs[k] for k in STOP_FIELDS),
-                self.encoder.bounds, todo, fresh, status)
+                self.encoder.bounds, todo, fresh, status, self._staged, self._slot)
 
     def _step_all(self, *args: Any) -> None:
         """`_kernel(*args)`, through its machine code once it is compiled for these arguments'
@@ -189,36 +229,40 @@ class CompiledBatch:
         return {**self.__dict__, "_entry": None}
 
     def _load(self, i: int, seed: int) -> None:
-        """Pack the workload of `seed` into row i (growing every row when it does not fit)."""
-        drawn = self._workload(seed)
-        workload = arrays_of(drawn) if isinstance(drawn, list) else drawn
-        packed = pack(workload, self.milestones)
-        n, n_chk, n_ev = workload.n_jobs, len(packed["chk_prog"]), len(packed["ev_score"])
-        if n > self._caps[0] or n_chk > self._caps[1] or n_ev > self._caps[2]:
-            self._alloc(max(n, self._caps[0]), max(n_chk, self._caps[1]),
-                        max(n_ev, self._caps[2]))
-        arrays = self._arrays
-        all_jobs, outs, loops = arrays.jobs, arrays.out, arrays.loop
-        for name in Jobs._fields:
-            row = getattr(all_jobs, name)[i]
-            value = packed[name]
-            row[:len(value)] = value
-        load_truth(arrays.extra, i, workload)
-        outs.state[i], outs.work[i], outs.next_check[i], outs.epoch[i] = 0, 0.0, 0, 0
-        outs.has_run[i], outs.first_start[i], outs.end_time[i] = False, np.nan, np.nan
-        outs.gpu_min[i], outs.gpu_after[i], outs.n_pre[i], outs.phase_start[i] = 0.0, 0.0, 0, 0.0
-        outs.chk_time[i], outs.stop_value[i] = np.nan, np.nan
-        loops.phase[i], loops.major[i], loops.key[i], loops.run_version[i] = 0, 0, 0.0, 0
-        loops.run_seq[i], loops.run_pos[i] = -1, -1
-        kernel.setup(self._platform.total_gpus, packed["arrival"], packed["gpus"],
-                     loops.cls_gpus[i], loops.cls[i], loops.cls_off[i], loops.cls_size[i],
-                     loops.arrivals[i], loops.int_slots[i], loops.float_slots[i])
-        arrays.order[i, :n] = loops.arrivals[i, :n]
-        arrays.reward_ints[i] = 0
-        arrays.reward_floats[i] = 0.0
-        self._workloads[i], self._packed[i] = workload, packed
-        self._asked[i] = -1
-        self._metrics[i] = None
+        """Load the workload of `seed` into row i now (a kernel that loads nothing itself)."""
+        self._stage([i], [seed])
+        load_rows(self._platform.total_gpus, self._arrays, self._staged, self._slot)
+        self._staged = self._nothing_staged
+
+    def _stage(self, indices: list[int], seeds: list[int]) -> None:
+        """Draw the workloads of `seeds` for envs `indices` and stage them (`batch_load`),
+        growing every row when one does not fit; the compiled code loads them."""
+        parts: list[tuple[WorkloadArrays, Layout, np.ndarray, np.ndarray]] = []
+        for i, seed in zip(indices, seeds, strict=True):
+            drawn = self._workload(seed)
+            workload = arrays_of(drawn) if isinstance(drawn, list) else drawn
+            layout = self._layout(workload)
+            chk_ptr = check_pointers(workload, layout)
+            n, n_chk, n_ev = workload.n_jobs, int(chk_ptr[-1]), int(workload.ev_ptr[-1])
+            if n > self._caps[0] or n_chk > self._caps[1] or n_ev > self._caps[2]:
+                self._alloc(max(n, self._caps[0]), max(n_chk, self._caps[1]),
+                            max(n_ev, self._caps[2]))
+            self._slot[i] = len(parts)
+            parts.append((workload, layout, chk_ptr, check_losses(workload, layout, chk_ptr)))
+            self._workloads[i], self._sizes[i] = workload, (n, n_chk, n_ev)
+            self._asked[i] = -1
+            self._metrics[i] = None
+        self._staged = stage(parts)
+
+    def _layout(self, workload: WorkloadArrays) -> Layout:
+        """The workload's check layout, computed once per set of eval schedules (every
+        synthetic workload of a config has the same one)."""
+        key = workload.sched_ptr.tobytes() + workload.points.tobytes()
+        if key not in self._layouts:
+            if len(self._layouts) >= 64:   # workloads that bring schedules of their own
+                self._layouts.clear()
+            self._layouts[key] = check_layout(workload, self.milestones)
+        return self._layouts[key]
 
     def _workload(self, seed: int) -> WorkloadArrays | list[Job]:
         """The workload of `seed` as arrays: the jobs `EvalStopClusterEnv.reset(seed=seed)`
@@ -228,9 +272,13 @@ class CompiledBatch:
 
     def _score(self, i: int) -> dict[str, float]:
         """Env i's metrics from its arrays, by the function `simulate` scores every run with."""
-        packed, extra = self._packed[i], self._arrays.extra
-        assert packed is not None
-        n, n_chk, n_ev = len(packed["arrival"]), len(packed["chk_prog"]), len(packed["ev_score"])
+        extra, jobs = self._arrays.extra, self._arrays.jobs
+        n, n_chk, n_ev = self._sizes[i].tolist()
+        length = {"chk_ptr": n + 1, "ev_ptr": n + 1}
+        length.update({name: n_chk for name in Jobs._fields if name.startswith("chk_")
+                       and name != "chk_ptr"})
+        length.update({name: n_ev for name in ("ev_score", "ev_prog")})
+        packed = {name: getattr(jobs, name)[i, :length.get(name, n)] for name in Jobs._fields}
         out = {name: getattr(self._arrays.out, name)[i, :n_chk if name == "chk_time" else n]
                for name in Outcome._fields}
         workload = self._workloads[i]

@@ -160,10 +160,10 @@ class EvalStopClusterVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         resetting = self._autoreset
-        self.core.step(checked)   # envs that ended last step are terminated in the core: untouched
-        if resetting.any():
-            indices = np.flatnonzero(resetting).tolist()
-            self.core.reset(indices, self.seeds.draw(indices, [None] * len(indices)))
+        indices = np.flatnonzero(resetting).tolist()
+        # envs that ended last step are terminated in the core: not stepped, reset
+        self.core.step_and_reset(checked, indices,
+                                 self.seeds.draw(indices, [None] * len(indices)))
         reward = self.core.reward.copy()
         reward[resetting] = 0.0
         terminated = self.core.terminated & ~resetting

@@ -41,8 +41,11 @@ def draw_eval_work(points: np.ndarray, volatility: np.ndarray,
 
 def knot_progress(points: np.ndarray) -> np.ndarray:
     """0, the eval points, and 1 (once): the progress where a job's step time may change."""
-    tail = [] if len(points) and points[-1] >= 1.0 - ROUNDING else [1.0]
-    return np.concatenate([[0.0], np.asarray(points, dtype=np.float64), tail])
+    tail = 0 if len(points) > 0 and points[-1] >= 1.0 - ROUNDING else 1
+    knots = np.ones(len(points) + 1 + tail)
+    knots[0] = 0.0
+    knots[1:len(points) + 1] = points
+    return knots
 
 
 def work_at(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray | float
@@ -76,8 +79,25 @@ def _segments(points: np.ndarray, eval_work: np.ndarray, progress: np.ndarray
 
 
 def _linear(progress, x_lo, x_hi, w_lo, w_hi):
-    inside = w_lo + (progress - x_lo) * ((w_hi - w_lo) / (x_hi - x_lo))
-    return np.where(progress >= 1.0, 1.0, inside)
+    return np.where(progress >= 1.0, 1.0, segment_work(progress, x_lo, x_hi, w_lo, w_hi))
+
+
+def segment_work(progress, x_lo, x_hi, w_lo, w_hi):
+    """The work at `progress` on the segment from (x_lo, w_lo) to (x_hi, w_hi)."""
+    return w_lo + (progress - x_lo) * ((w_hi - w_lo) / (x_hi - x_lo))
+
+
+def point_work(knots: np.ndarray, eval_work: np.ndarray, progress: float) -> float:
+    """`work_at` for one job at one progress, in a form compiled code runs too (the packer's):
+    the same knots (`knot_progress`), segment and formula, so the same bits. `eval_work` is the
+    job's row; past its last eval point the work at a knot is 1, as `_segments` pads it."""
+    if progress >= 1.0:
+        return 1.0
+    n = len(eval_work)
+    k = min(max(np.searchsorted(knots, progress, side="right") - 1, 0), len(knots) - 2)
+    w_lo = 0.0 if k == 0 else (eval_work[k - 1] if k <= n else 1.0)
+    w_hi = eval_work[k] if k < n else 1.0
+    return segment_work(progress, knots[k], knots[k + 1], w_lo, w_hi)
 
 
 def progress_between(work: float, prev_progress: float, prev_work: float,
