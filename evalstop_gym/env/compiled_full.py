@@ -77,6 +77,8 @@ class CompiledFullBatch(CompiledBatch):
         self._row_state = np.full((n, m), -1, np.int8)
         self._row_prog = np.zeros((n, m))
         self._row_gpus = np.zeros((n, m), np.int64)
+        self._row_keys = np.zeros((n, m, 3), np.int64)   # a row's job's history, as shown
+        self._row_fresh = np.zeros((n, m), np.bool_)     # rows whose loss is to compute
         self._actions = np.zeros((n, m + 1), np.int64)
         self._pending = np.zeros(n, np.bool_)
         self._answered = np.zeros(n, np.bool_)
@@ -84,7 +86,6 @@ class CompiledFullBatch(CompiledBatch):
         self._false_stops = np.zeros(n)
         self._loss_params = np.zeros((4, n, 1))   # (parameter, env, job): one take gathers
         self._mask_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._env_index = np.arange(n)[:, None]
         self._loss_column = self.obs["jobs"].reshape(n, m, ROW)[:, :, LOSS]   # a view
         column = np.arange(m) * ROW + LOSS
         self._loss_bounds = (self._table_bounds[0][0][column], self._table_bounds[0][1][column])
@@ -153,6 +154,9 @@ class CompiledFullBatch(CompiledBatch):
         self._loss_params[:, i, :n] = workload.loss_params.T
         self._pending[i] = self._answered[i] = False
         self._lost[i] = self._false_stops[i] = 0.0
+        self._row_job[i], self._row_state[i], self._row_gpus[i] = -1, -1, 0   # a new workload:
+        for rows in self.obs.values():                                      # no row shows a job
+            rows[i] = 0
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
         self._mask_cache = None
@@ -164,16 +168,20 @@ class CompiledFullBatch(CompiledBatch):
         return (self._platform, self._arrays, self._scratch, self._weights, self._actions,
                 self._pending, self._answered, self.terminated, self.reward,
                 tuple(self.obs[k] for k in FULL_FIELDS), self._table_bounds, self._row_job,
-                self._row_state, self._row_prog, self._row_gpus, self._lost, self._false_stops,
-                todo, status)
+                self._row_state, self._row_prog, self._row_gpus, self._row_keys, self._row_fresh,
+                self._lost, self._false_stops, todo, status)
 
     def _fill_losses(self) -> None:
-        """Each shown row's training loss at its progress, as `Job.loss_at` computes it: over
-        every row at once (an env that did not move gets its own bits again; an empty row 0),
-        as picking the moved rows out cost more than the curve."""
-        shown = self._row_job >= 0
+        """The training loss of each row marked fresh (a job new to its row, or whose progress
+        moved), as `Job.loss_at` computes it, over every env's fresh rows at once; every other
+        row keeps the loss it shows (the same job at the same progress)."""
+        fresh = np.flatnonzero(self._row_fresh)
+        if not fresh.size:
+            return
+        self._row_fresh.flat[fresh] = False
         params = self._loss_params
-        index = self._env_index * params.shape[2] + np.maximum(self._row_job, 0)
-        with np.errstate(all="ignore"):   # empty rows (zero parameters) are dropped below
-            loss = exp_loss(self._row_prog, *params.reshape(4, -1).take(index, axis=1))
-        self._loss_column[...] = np.where(shown, np.clip(loss, *self._loss_bounds), 0.0)
+        env, column = np.divmod(fresh, self.max_jobs)
+        index = env * params.shape[2] + self._row_job.flat[fresh]
+        loss = exp_loss(self._row_prog.flat[fresh], *params.reshape(4, -1).take(index, axis=1))
+        self._loss_column[env, column] = np.clip(loss, self._loss_bounds[0][column],
+                                                 self._loss_bounds[1][column])

@@ -31,15 +31,25 @@ from ..sim.kernel_jobs import (
 from ..sim.kernel_layout import IDLE, PASS, PENDING, PREEMPTED, RUNNING, STOPPED, TRAIN
 from ..sim.kernel_queues import fill, leave_running, push_event, ranks_before, wait_push
 from ..sim.transitions import work_after
-from .batch_arrays import R_LAST, R_TOTAL
+from .batch_arrays import R_LAST, R_OPEN, R_TOTAL
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
-from .observation import clipped, fill_cluster_row, fill_job_row
+from .observation import (
+    CLOCK_FIELDS,
+    JOB_FIELDS,
+    age_field,
+    clipped,
+    fill_cluster_row,
+    fill_job_clock,
+    fill_job_row,
+)
 from .reward import step_terms, stop_quality_lost, weighted_reward
 
 # the shared functions a table row calls, inlined: a table is max_jobs rows of 19 values a step,
 # and a call per row (a reference count per array it is handed) costs as much as the row
 _fill_row = njit(cache=True, inline="always")(fill_job_row)
+_fill_clock = njit(cache=True, inline="always")(fill_job_clock)
+_age_field = njit(cache=True, inline="always")(age_field)
 _reported = njit(cache=True, inline="always")(reported.py_func)
 _running_key = njit(cache=True, inline="always")(running_key.py_func)
 _ranks_before = njit(cache=True, inline="always")(ranks_before.py_func)
@@ -47,6 +57,8 @@ _ranks_before = njit(cache=True, inline="always")(ranks_before.py_func)
 N_STATES = 3          # the row's state one-hot (observation.STATES) before its JOB_FIELDS
 N_JOB_FIELDS = 16
 ROW = N_STATES + N_JOB_FIELDS
+CLOCK_COLUMNS = tuple(N_STATES + JOB_FIELDS.index(f) for f in CLOCK_FIELDS)   # in a row
+AGE_COLUMN = N_STATES + JOB_FIELDS.index("age")
 
 
 @njit(cache=True)
@@ -230,12 +242,38 @@ def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
 
 
 @njit(cache=True)
-def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, row_prog,
-           row_gpus):
+def _shown(loop, state, open_, n_open, ids, n_rows):
+    """The first n_rows jobs a table shows, in row order, into `ids`: running by id, then
+    waiting by (arrival, id), read off the open jobs (`open_[:n_open]`: arrived and not ended,
+    in arrival order, as the reward keeps them). Returns how many."""
+    n_run = loop.int_slots[layout.S_N_RUN]
+    for q in range(n_run):                  # running, by id (insertion)
+        j = loop.run_list[q]
+        r = q
+        while r > 0 and ids[r - 1] > j:
+            ids[r] = ids[r - 1]
+            r -= 1
+        ids[r] = j
+    n = n_run
+    for q in range(n_open):
+        if n >= n_rows:
+            break
+        j = open_[q]
+        if state[j] == PENDING or state[j] == PREEMPTED:
+            ids[n] = j
+            n += 1
+    return min(n, n_rows)
+
+
+@njit(cache=True)
+def _table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, row_job, row_state,
+           row_prog, row_gpus, row_keys, row_fresh):
     """`TableObservation.encode` of env i's pass: running jobs by id, then waiting ones by
-    (arrival, id), at most max_jobs rows; each row's loss column is left at 0 (see above).
-    The row loop reads plain arrays only (a NamedTuple handed to a call costs a reference
-    count per array it holds, per call)."""
+    (arrival, id), at most max_jobs rows. A row that shows the job it showed at the last pass,
+    in the same state and with the same history (checks passed, preemptions: `row_keys`), has
+    only its clock fields rewritten; row_fresh marks the rows whose loss column (left to the
+    caller, see above) must be computed again. The row loop reads plain arrays only (a
+    NamedTuple handed to a call costs a reference count per array it holds, per call)."""
     o_jobs, o_mask, o_cluster = rows
     int_slots, phase, now = loop.int_slots, loop.phase, loop.float_slots[layout.F_NOW]
     state, work, next_check, phase_start = out.state, out.work, out.next_check, out.phase_start
@@ -245,44 +283,52 @@ def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, 
     chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, jobs.chk_work, \
         jobs.chk_idx, jobs.chk_loss
     ev_ptr, ev_score, ev_prog = jobs.ev_ptr, jobs.ev_score, jobs.ev_prog
-    n_run = int_slots[layout.S_N_RUN]
-    ids = sp.pending
-    for q in range(n_run):                  # running, by id (insertion)
-        j = loop.run_list[q]
-        r = q
-        while r > 0 and ids[r - 1] > j:
-            ids[r] = ids[r - 1]
-            r -= 1
-        ids[r] = j
-    n = n_run
-    arrivals = loop.arrivals
-    for q in range(int_slots[layout.S_NEXT_ARRIVAL]):   # arrived, in (arrival, id) order
-        j = arrivals[q]
-        if state[j] == PENDING or state[j] == PREEMPTED:
-            ids[n] = j
-            n += 1
-    n_rows = row_job.shape[1]
+    ids, n_rows = sp.pending, row_job.shape[1]
+    n = _shown(loop, state, open_, n_open, ids, n_rows)
     table, low, high = row(o_jobs, i), bounds[0][0], bounds[0][1]
+    keys, fresh = row(row_keys, i), row(row_fresh, i)
     for r in range(n_rows):
         at = r * ROW
+        fresh[r] = False
         if r >= n:
-            row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = -1, -1, 0, 0
-            for k in range(ROW):
-                table[at + k] = 0.0
+            if row_job[i, r] >= 0:          # an empty row stays all zero
+                row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = -1, -1, 0, 0
+                for k in range(ROW):
+                    table[at + k] = 0.0
             continue
         j = ids[r]
         st = 0 if state[j] == RUNNING else (1 if state[j] == PENDING else 2)
-        row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = j, st, gpus[j], 1
+        if st > 0 and row_job[i, r] == j and row_state[i, r] == st:
+            # waiting at both passes: nothing but its age moved (a waiting job passes no check,
+            # and it is preempted only once seen running)
+            table[at + AGE_COLUMN] = clipped(_age_field(now - arrival[j]), low[at + AGE_COLUMN],
+                                             high[at + AGE_COLUMN])
+            continue
+        same = row_job[i, r] == j and row_state[i, r] == st and keys[r, 0] == next_check[j] \
+            and keys[r, 1] == n_pre[j]
         w = work[j]                         # the progress a view shows now (`make_view`)
         if phase[j] == TRAIN:
             w = work_after(TRAIN, w, now - phase_start[j], speed[j], duration[j])
         progress = _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work)
-        row_prog[i, r] = progress
         attained = gpu_min[j] / gpus[j]
         if phase[j] != IDLE:
             attained += now - phase_start[j]
+        e0 = ev_ptr[j]
+        if same:                            # its history unchanged: the clock fields alone
+            n_ev = keys[r, 2]
+            _fill_clock(tmp[N_STATES:], progress, ev_prog[e0 + max(n_ev - 1, 0):e0 + n_ev],
+                        now - arrival[j], attained)
+            for k in CLOCK_COLUMNS:
+                table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
+            fresh[r] = progress != row_prog[i, r]
+            row_prog[i, r] = progress
+            continue
+        row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = j, st, gpus[j], 1
+        row_prog[i, r] = progress
         last, n_ev = kernel.passed(j, chk_ptr, chk_idx, next_check)
-        e0, c0 = ev_ptr[j], chk_ptr[j]
+        keys[r, 0], keys[r, 1], keys[r, 2] = next_check[j], n_pre[j], n_ev
+        fresh[r] = True
+        c0 = chk_ptr[j]
         for s in range(N_STATES):
             tmp[s] = 1.0 if s == st else 0.0
         _fill_row(tmp[N_STATES:], jobs.jtype[j], progress, 0.0, ev_score[e0:e0 + n_ev],
@@ -291,7 +337,7 @@ def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, 
         for k in range(ROW):
             table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
     fill_cluster_row(tmp, now, spec.total_gpus, int_slots[layout.S_FREE],
-                     int_slots[layout.S_N_WAIT], n_run)
+                     int_slots[layout.S_N_WAIT], int_slots[layout.S_N_RUN])
     cluster, low, high = row(o_cluster, i), bounds[1][0], bounds[1][1]
     for k in range(cluster.shape[0]):
         cluster[k] = clipped(tmp[k], low[k], high[k])
@@ -313,8 +359,8 @@ def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weig
 
 @njit(cache=True)
 def full_step_all(spec, arrays, sp, weights, actions, pending, answered, terminated, reward_out,
-                  rows, bounds, row_job, row_state, row_prog, row_gpus, lost, false_stops, todo,
-                  status):
+                  rows, bounds, row_job, row_state, row_prog, row_gpus, row_keys, row_fresh, lost,
+                  false_stops, todo, status):
     """Every env with todo[i]: its pending action applied (pending[i]), then run to its next
     pass or its end, its reward (answered[i]: a step's; else a reset's, not returned) and its
     table written. An env whose heaps lack room returns ROOM before it moves: grow, call again."""
@@ -347,10 +393,11 @@ def full_step_all(spec, arrays, sp, weights, actions, pending, answered, termina
         reward_out[i] = value if answered[i] else 0.0
         terminated[i] = st == kernel.OK
         if st == PASS:
-            _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, row_prog,
-                   row_gpus)
+            _table(i, spec, jobs, out, loop, sp, row(arrays.open, i),
+                   arrays.reward_ints[i, R_OPEN], rows, bounds, tmp, row_job, row_state,
+                   row_prog, row_gpus, row_keys, row_fresh)
         else:
             rows[0][i] = 0.0
             rows[1][i] = 0
             rows[2][i] = 0.0
-            row_job[i], row_state[i], row_gpus[i] = -1, -1, 0
+            row_job[i], row_state[i], row_gpus[i], row_fresh[i] = -1, -1, 0, False
