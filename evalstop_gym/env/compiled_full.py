@@ -28,11 +28,10 @@ from ..sim.workload import eval_points
 from .arguments import check_max_jobs
 from .compiled_batch import CompiledBatch
 from .full_batch import check_full_actions
-from .full_step import N_STATES, ROW, full_step_all
-from .observation import JOB_FIELDS, Limits, TableObservation
+from .full_step import LOSS, full_step_all
+from .observation import Limits, TableObservation
 
 FULL_FIELDS = ("jobs", "job_mask", "cluster")   # the table's fields, as full_step_all takes them
-LOSS = N_STATES + JOB_FIELDS.index("loss")       # a row's loss column
 
 
 def _row_options() -> np.ndarray:
@@ -78,7 +77,8 @@ class CompiledFullBatch(CompiledBatch):
         self._row_prog = np.zeros((n, m))
         self._row_gpus = np.zeros((n, m), np.int64)
         self._row_keys = np.zeros((n, m, 3), np.int64)   # a row's job's history, as shown
-        self._row_fresh = np.zeros((n, m), np.bool_)     # rows whose loss is to compute
+        # the rows whose loss is to compute: where in the flat table, progress and parameters
+        self._fresh = (np.zeros(n * m, np.int64), np.zeros((5, n * m)), np.zeros(1, np.int64))
         self._actions = np.zeros((n, m + 1), np.int64)
         self._pending = np.zeros(n, np.bool_)
         self._answered = np.zeros(n, np.bool_)
@@ -86,9 +86,10 @@ class CompiledFullBatch(CompiledBatch):
         self._false_stops = np.zeros(n)
         self._loss_params = np.zeros((4, n, 1))   # (parameter, env, job): one take gathers
         self._mask_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._loss_column = self.obs["jobs"].reshape(n, m, ROW)[:, :, LOSS]   # a view
-        column = np.arange(m) * ROW + LOSS
-        self._loss_bounds = (self._table_bounds[0][0][column], self._table_bounds[0][1][column])
+        self._flat_table = self.obs["jobs"].reshape(-1)   # a view
+        # every row's loss column has the same bounds (the table's rows tile one row's)
+        self._loss_bounds = (float(self._table_bounds[0][0][LOSS]),
+                             float(self._table_bounds[0][1][LOSS]))
 
     # ------------------------------------------------------------------ the contract
 
@@ -160,6 +161,7 @@ class CompiledFullBatch(CompiledBatch):
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
         self._mask_cache = None
+        self._fresh[2][0] = 0
         super()._run(todo, fresh)
         self._fill_losses()
 
@@ -168,20 +170,15 @@ class CompiledFullBatch(CompiledBatch):
         return (self._platform, self._arrays, self._scratch, self._weights, self._actions,
                 self._pending, self._answered, self.terminated, self.reward,
                 tuple(self.obs[k] for k in FULL_FIELDS), self._table_bounds, self._row_job,
-                self._row_state, self._row_prog, self._row_gpus, self._row_keys, self._row_fresh,
-                self._lost, self._false_stops, todo, status)
+                self._row_state, self._row_prog, self._row_gpus, self._row_keys,
+                (self._loss_params, *self._fresh), self._lost, self._false_stops, todo, status)
 
     def _fill_losses(self) -> None:
-        """The training loss of each row marked fresh (a job new to its row, or whose progress
-        moved), as `Job.loss_at` computes it, over every env's fresh rows at once; every other
+        """The training loss of each row the step listed (a job new to its row, or whose
+        progress moved), as `Job.loss_at` computes it, over every env's at once; every other
         row keeps the loss it shows (the same job at the same progress)."""
-        fresh = np.flatnonzero(self._row_fresh)
-        if not fresh.size:
-            return
-        self._row_fresh.flat[fresh] = False
-        params = self._loss_params
-        env, column = np.divmod(fresh, self.max_jobs)
-        index = env * params.shape[2] + self._row_job.flat[fresh]
-        loss = exp_loss(self._row_prog.flat[fresh], *params.reshape(4, -1).take(index, axis=1))
-        self._loss_column[env, column] = np.clip(loss, self._loss_bounds[0][column],
-                                                 self._loss_bounds[1][column])
+        where, values, count = self._fresh
+        k = int(count[0])
+        if k:
+            loss = exp_loss(*values[:, :k])
+            self._flat_table[where[:k]] = np.clip(loss, *self._loss_bounds)

@@ -59,6 +59,7 @@ N_JOB_FIELDS = 16
 ROW = N_STATES + N_JOB_FIELDS
 CLOCK_COLUMNS = tuple(N_STATES + JOB_FIELDS.index(f) for f in CLOCK_FIELDS)   # in a row
 AGE_COLUMN = N_STATES + JOB_FIELDS.index("age")
+LOSS = N_STATES + JOB_FIELDS.index("loss")
 
 
 @njit(cache=True)
@@ -265,14 +266,28 @@ def _shown(loop, state, open_, n_open, ids, n_rows):
     return min(n, n_rows)
 
 
+@njit(cache=True, inline="always")
+def _list_loss(losses, i, j, at, progress):
+    """List the loss entry `at` (of the flat table) for the caller: job j of env i at
+    `progress`, with its loss curve's parameters, so that one numpy call covers every env."""
+    params, where, values, count = losses
+    k = count[0]
+    where[k] = at
+    values[0, k] = progress
+    for p in range(params.shape[0]):
+        values[1 + p, k] = params[p, i, j]
+    count[0] = k + 1
+
+
 @njit(cache=True)
 def _table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, row_job, row_state,
-           row_prog, row_gpus, row_keys, row_fresh):
+           row_prog, row_gpus, row_keys, losses):
     """`TableObservation.encode` of env i's pass: running jobs by id, then waiting ones by
     (arrival, id), at most max_jobs rows. A row that shows the job it showed at the last pass,
     in the same state and with the same history (checks passed, preemptions: `row_keys`), has
-    only its clock fields rewritten; row_fresh marks the rows whose loss column (left to the
-    caller, see above) must be computed again. The row loop reads plain arrays only (a
+    only its clock fields rewritten. A row whose loss column (left to the caller, see above)
+    must be computed again (a job new to it, or whose progress moved) is listed in `losses`
+    (`_list_loss`); the others keep theirs. The row loop reads plain arrays only (a
     NamedTuple handed to a call costs a reference count per array it holds, per call)."""
     o_jobs, o_mask, o_cluster = rows
     int_slots, phase, now = loop.int_slots, loop.phase, loop.float_slots[layout.F_NOW]
@@ -286,10 +301,9 @@ def _table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, row_j
     ids, n_rows = sp.pending, row_job.shape[1]
     n = _shown(loop, state, open_, n_open, ids, n_rows)
     table, low, high = row(o_jobs, i), bounds[0][0], bounds[0][1]
-    keys, fresh = row(row_keys, i), row(row_fresh, i)
+    keys = row(row_keys, i)
     for r in range(n_rows):
         at = r * ROW
-        fresh[r] = False
         if r >= n:
             if row_job[i, r] >= 0:          # an empty row stays all zero
                 row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = -1, -1, 0, 0
@@ -320,14 +334,15 @@ def _table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, row_j
                         now - arrival[j], attained)
             for k in CLOCK_COLUMNS:
                 table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
-            fresh[r] = progress != row_prog[i, r]
+            if progress != row_prog[i, r]:
+                _list_loss(losses, i, j, i * table.shape[0] + at + LOSS, progress)
             row_prog[i, r] = progress
             continue
         row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = j, st, gpus[j], 1
         row_prog[i, r] = progress
         last, n_ev = kernel.passed(j, chk_ptr, chk_idx, next_check)
         keys[r, 0], keys[r, 1], keys[r, 2] = next_check[j], n_pre[j], n_ev
-        fresh[r] = True
+        _list_loss(losses, i, j, i * table.shape[0] + at + LOSS, progress)
         c0 = chk_ptr[j]
         for s in range(N_STATES):
             tmp[s] = 1.0 if s == st else 0.0
@@ -359,7 +374,7 @@ def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weig
 
 @njit(cache=True)
 def full_step_all(spec, arrays, sp, weights, actions, pending, answered, terminated, reward_out,
-                  rows, bounds, row_job, row_state, row_prog, row_gpus, row_keys, row_fresh, lost,
+                  rows, bounds, row_job, row_state, row_prog, row_gpus, row_keys, losses, lost,
                   false_stops, todo, status):
     """Every env with todo[i]: its pending action applied (pending[i]), then run to its next
     pass or its end, its reward (answered[i]: a step's; else a reset's, not returned) and its
@@ -395,9 +410,9 @@ def full_step_all(spec, arrays, sp, weights, actions, pending, answered, termina
         if st == PASS:
             _table(i, spec, jobs, out, loop, sp, row(arrays.open, i),
                    arrays.reward_ints[i, R_OPEN], rows, bounds, tmp, row_job, row_state,
-                   row_prog, row_gpus, row_keys, row_fresh)
+                   row_prog, row_gpus, row_keys, losses)
         else:
             rows[0][i] = 0.0
             rows[1][i] = 0
             rows[2][i] = 0.0
-            row_job[i], row_state[i], row_gpus[i], row_fresh[i] = -1, -1, 0, False
+            row_job[i], row_state[i], row_gpus[i] = -1, -1, 0
