@@ -69,3 +69,10 @@ class ReferenceFullBatch(ReferenceBatch):
     def gym_mask(self, i: int) -> tuple[np.ndarray, ...]:
         """Env i's `info["action_mask"]`: one int8 array per component (what `sample` takes)."""
         return self._infos[i]["action_mask"]
+
+    def gym_masks(self) -> np.ndarray:
+        """Every env's `gym_mask`, as SyncVectorEnv's object array."""
+        masks = np.empty(self.num_envs, object)
+        for i in range(self.num_envs):
+            masks[i] = self.gym_mask(i)
+        return masks
