@@ -9,7 +9,8 @@ workload, the episode's metrics and reward totals are `CompiledBatch`'s.
 
 The one part left to numpy is each row's training loss (`curves.exp_loss` at the view's
 progress): numpy's exp and log, which the single env calls, round differently from compiled
-code's in the last bit, so the loss column is computed for all rows at once after the step.
+code's in the last bit, so the rows whose loss changed are listed by the step and computed in
+one numpy call after it, from each job's `curves.loss_terms` (its log taken once, at a reset).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from gymnasium import spaces
 
 from ..config import SimConfig
 from ..sim import native_kernel as kernel
-from ..sim.curves import exp_loss
+from ..sim.curves import loss_at, loss_terms
 from ..sim.kernel_layout import PASS, S_AGENT_PASSES
 from ..sim.workload import eval_points
 from .arguments import check_max_jobs
@@ -78,13 +79,13 @@ class CompiledFullBatch(CompiledBatch):
         self._row_gpus = np.zeros((n, m), np.int64)
         self._row_keys = np.zeros((n, m, 3), np.int64)   # a row's job's history, as shown
         # the rows whose loss is to compute: where in the flat table, progress and parameters
-        self._fresh = (np.zeros(n * m, np.int64), np.zeros((5, n * m)), np.zeros(1, np.int64))
+        self._fresh = (np.zeros(n * m, np.int64), np.zeros((4, n * m)), np.zeros(1, np.int64))
         self._actions = np.zeros((n, m + 1), np.int64)
         self._pending = np.zeros(n, np.bool_)
         self._answered = np.zeros(n, np.bool_)
         self._lost = np.zeros(n)
         self._false_stops = np.zeros(n)
-        self._loss_params = np.zeros((4, n, 1))   # (parameter, env, job): one take gathers
+        self._loss_params = np.zeros((3, n, 1))   # (`loss_terms` part, env, job)
         self._mask_cache: tuple[np.ndarray, np.ndarray] | None = None
         self._flat_template = np.zeros((n, 3 * m + 1), np.bool_)   # what every decision allows:
         self._flat_template[:, 0:2 * m + 1:2] = True                # keep, and the base's pick
@@ -171,10 +172,10 @@ class CompiledFullBatch(CompiledBatch):
         assert workload is not None
         n = workload.n_jobs
         if n > self._loss_params.shape[2]:
-            grown = np.zeros((4, self.num_envs, n))
+            grown = np.zeros((3, self.num_envs, n))
             grown[:, :, :self._loss_params.shape[2]] = self._loss_params
             self._loss_params = grown
-        self._loss_params[:, i, :n] = workload.loss_params.T
+        self._loss_params[:, i, :n] = loss_terms(*workload.loss_params.T)
         self._pending[i] = self._answered[i] = False
         self._lost[i] = self._false_stops[i] = 0.0
         self._row_job[i], self._row_state[i], self._row_gpus[i] = -1, -1, 0   # a new workload:
@@ -202,5 +203,5 @@ class CompiledFullBatch(CompiledBatch):
         where, values, count = self._fresh
         k = int(count[0])
         if k:
-            loss = exp_loss(*values[:, :k])
+            loss = loss_at(*values[:, :k])
             self._flat_table[where[:k]] = np.clip(loss, *self._loss_bounds)
