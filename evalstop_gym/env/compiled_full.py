@@ -29,7 +29,8 @@ from ..sim.workload import eval_points
 from .arguments import check_max_jobs
 from .compiled_batch import CompiledBatch
 from .full_batch import check_full_actions
-from .full_step import LOSS, full_step_all
+from .full_step import full_step_all
+from .full_table import LOSS
 from .observation import Limits, TableObservation
 
 FULL_FIELDS = ("jobs", "job_mask", "cluster")   # the table's fields, as full_step_all takes them
