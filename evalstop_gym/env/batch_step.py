@@ -31,8 +31,11 @@ from .batch_arrays import R_ADMITTED, R_BOOKED, R_LAST, R_OPEN, R_TOTAL
 from .batch_load import load_row
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .observation import (
+    age_field,
     clipped,
     fill_cluster_row,
+    fill_job_clock,
+    fill_job_history,
     fill_job_row,
     fill_stop_observation,
     fill_tail,
@@ -50,9 +53,10 @@ from .reward import (
 
 # numba must know every plain function a compiled one calls before it compiles the caller (the
 # rules' own, such as `decline_count`, are known once the engine's import compiled a rule)
-for _plain in (best_eval, true_score_at, fill_job_row, fill_cluster_row, clipped, fill_tail,
-               fill_stop_observation, admitted_by, sweep_open, held_minutes, integrals,
-               step_terms, weighted_reward, segment_waste, stop_quality_lost):
+for _plain in (best_eval, true_score_at, age_field, fill_job_history, fill_job_clock,
+               fill_job_row, fill_cluster_row, clipped, fill_tail, fill_stop_observation,
+               admitted_by, sweep_open, held_minutes, integrals, step_terms, weighted_reward,
+               segment_waste, stop_quality_lost):
     jitable(_plain)
 
 

@@ -9,7 +9,8 @@ workload, the episode's metrics and reward totals are `CompiledBatch`'s.
 
 The one part left to numpy is each row's training loss (`curves.exp_loss` at the view's
 progress): numpy's exp and log, which the single env calls, round differently from compiled
-code's in the last bit, so the loss column is computed for all rows at once after the step.
+code's in the last bit, so the rows whose loss changed are listed by the step and computed in
+one numpy call after it, from each job's `curves.loss_terms` (its log taken once, at a reset).
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ from gymnasium import spaces
 
 from ..config import SimConfig
 from ..sim import native_kernel as kernel
-from ..sim.curves import exp_loss
+from ..sim.curves import loss_at, loss_terms
 from ..sim.kernel_layout import PASS, S_AGENT_PASSES
 from ..sim.workload import eval_points
 from .arguments import check_max_jobs
 from .compiled_batch import CompiledBatch
 from .full_batch import check_full_actions
-from .full_step import N_STATES, ROW, full_step_all
-from .observation import JOB_FIELDS, Limits, TableObservation
+from .full_step import full_step_all
+from .full_table import LOSS
+from .observation import Limits, TableObservation
 
 FULL_FIELDS = ("jobs", "job_mask", "cluster")   # the table's fields, as full_step_all takes them
-LOSS = N_STATES + JOB_FIELDS.index("loss")       # a row's loss column
 
 
 def _row_options() -> np.ndarray:
@@ -77,17 +78,23 @@ class CompiledFullBatch(CompiledBatch):
         self._row_state = np.full((n, m), -1, np.int8)
         self._row_prog = np.zeros((n, m))
         self._row_gpus = np.zeros((n, m), np.int64)
+        self._row_keys = np.zeros((n, m, 3), np.int64)   # a row's job's history, as shown
+        # the rows whose loss is to compute: where in the flat table, progress and parameters
+        self._fresh = (np.zeros(n * m, np.int64), np.zeros((4, n * m)), np.zeros(1, np.int64))
         self._actions = np.zeros((n, m + 1), np.int64)
         self._pending = np.zeros(n, np.bool_)
         self._answered = np.zeros(n, np.bool_)
         self._lost = np.zeros(n)
         self._false_stops = np.zeros(n)
-        self._loss_params = np.zeros((4, n, 1))   # (parameter, env, job): one take gathers
-        self._mask_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._env_index = np.arange(n)[:, None]
-        self._loss_column = self.obs["jobs"].reshape(n, m, ROW)[:, :, LOSS]   # a view
-        column = np.arange(m) * ROW + LOSS
-        self._loss_bounds = (self._table_bounds[0][0][column], self._table_bounds[0][1][column])
+        self._loss_params = np.zeros((3, n, 1))   # (`loss_terms` part, env, job)
+        self._mask_cache: tuple[np.ndarray, np.ndarray] | None = None
+        self._flat_template = np.zeros((n, 3 * m + 1), np.bool_)   # what every decision allows:
+        self._flat_template[:, 0:2 * m + 1:2] = True                # keep, and the base's pick
+        self._gym_masks: tuple[np.ndarray, np.ndarray] | None = None   # the last decision's
+        self._flat_table = self.obs["jobs"].reshape(-1)   # a view
+        # every row's loss column has the same bounds (the table's rows tile one row's)
+        self._loss_bounds = (float(self._table_bounds[0][0][LOSS]),
+                             float(self._table_bounds[0][1][LOSS]))
 
     # ------------------------------------------------------------------ the contract
 
@@ -112,24 +119,43 @@ class CompiledFullBatch(CompiledBatch):
 
     def gym_mask(self, i: int) -> tuple[np.ndarray, ...]:
         """Env i's `info["action_mask"]`: one int8 array per component (what `sample` takes)."""
-        _, picks, rows = self._masks()
-        return (*rows[i].tolist(), picks[i])
+        return self._gym_tuples(np.array([i]))[0]
 
-    def _masks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This decision's masks, computed once: flat (bool), each env's picks (int8), each
-        row's (keep, stop) as one of `ROW_OPTIONS` (new arrays each decision: the views
-        `gym_mask` handed out keep their values)."""
+    def gym_masks(self) -> np.ndarray:
+        """Every env's `gym_mask`, as SyncVectorEnv's object array, built once per decision: an
+        env whose options did not change since the last one (~80% of them a step at N=64)
+        hands out the same tuple again (its arrays are never written)."""
+        flat = self._masks()[0]
+        if self._gym_masks is None:
+            masks, changed = np.empty(self.num_envs, object), np.arange(self.num_envs)
+        else:
+            masks = self._gym_masks[1].copy()
+            changed = np.flatnonzero((flat != self._gym_masks[0]).any(axis=1))
+        masks[changed] = self._gym_tuples(changed)
+        self._gym_masks = (flat, masks)
+        return masks.copy()
+
+    def _gym_tuples(self, envs: np.ndarray) -> np.ndarray:
+        """`gym_mask` of each of `envs`, as an object array: each row's (keep, stop) one of
+        `ROW_OPTIONS`, then the env's picks (a new array each decision: the tuples handed out
+        keep their values)."""
+        flat, picks = self._masks()
+        m = self.max_jobs
+        rows = ROW_OPTIONS[(~flat[envs, 1:2 * m:2]).astype(np.intp)].tolist()
+        return np.fromiter([(*r, p) for r, p in zip(rows, picks[envs], strict=True)],
+                           dtype=object, count=len(envs))
+
+    def _masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """This decision's masks, computed once: flat (bool, a new array each decision) and
+        each env's picks (int8)."""
         if self._mask_cache is None:
-            n, m = self.num_envs, self.max_jobs
-            flat = np.zeros((n, 3 * m + 1), np.bool_)
-            flat[:, 0:2 * m:2] = True
-            running = self._row_state == 0
-            flat[:, 1:2 * m:2] = running
-            flat[:, 2 * m] = True
+            m = self.max_jobs
+            flat = self._flat_template.copy()
+            flat[:, 1:2 * m:2] = self._row_state == 0
             free = self._arrays.loop.int_slots[:, kernel.S_FREE]
-            flat[:, 2 * m + 1:] = (self._row_state > 0) & (self._row_gpus <= free[:, None])
-            self._mask_cache = (flat, flat[:, 2 * m:].astype(np.int8),
-                                ROW_OPTIONS[(~running).astype(np.intp)])
+            np.less_equal(self._row_gpus, free[:, None], out=flat[:, 2 * m + 1:])
+            flat[:, 2 * m + 1:] &= self._row_state > 0
+            self._mask_cache = (flat, flat[:, 2 * m:].astype(np.int8))
         return self._mask_cache
 
     def job_id(self, i: int) -> int:
@@ -147,15 +173,19 @@ class CompiledFullBatch(CompiledBatch):
         assert workload is not None
         n = workload.n_jobs
         if n > self._loss_params.shape[2]:
-            grown = np.zeros((4, self.num_envs, n))
+            grown = np.zeros((3, self.num_envs, n))
             grown[:, :, :self._loss_params.shape[2]] = self._loss_params
             self._loss_params = grown
-        self._loss_params[:, i, :n] = workload.loss_params.T
+        self._loss_params[:, i, :n] = loss_terms(*workload.loss_params.T)
         self._pending[i] = self._answered[i] = False
         self._lost[i] = self._false_stops[i] = 0.0
+        self._row_job[i], self._row_state[i], self._row_gpus[i] = -1, -1, 0   # a new workload:
+        for rows in self.obs.values():                                      # no row shows a job
+            rows[i] = 0
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
         self._mask_cache = None
+        self._fresh[2][0] = 0
         super()._run(todo, fresh)
         self._fill_losses()
 
@@ -164,16 +194,15 @@ class CompiledFullBatch(CompiledBatch):
         return (self._platform, self._arrays, self._scratch, self._weights, self._actions,
                 self._pending, self._answered, self.terminated, self.reward,
                 tuple(self.obs[k] for k in FULL_FIELDS), self._table_bounds, self._row_job,
-                self._row_state, self._row_prog, self._row_gpus, self._lost, self._false_stops,
-                todo, status)
+                self._row_state, self._row_prog, self._row_gpus, self._row_keys,
+                (self._loss_params, *self._fresh), self._lost, self._false_stops, todo, status)
 
     def _fill_losses(self) -> None:
-        """Each shown row's training loss at its progress, as `Job.loss_at` computes it: over
-        every row at once (an env that did not move gets its own bits again; an empty row 0),
-        as picking the moved rows out cost more than the curve."""
-        shown = self._row_job >= 0
-        params = self._loss_params
-        index = self._env_index * params.shape[2] + np.maximum(self._row_job, 0)
-        with np.errstate(all="ignore"):   # empty rows (zero parameters) are dropped below
-            loss = exp_loss(self._row_prog, *params.reshape(4, -1).take(index, axis=1))
-        self._loss_column[...] = np.where(shown, np.clip(loss, *self._loss_bounds), 0.0)
+        """The training loss of each row the step listed (a job new to its row, or whose
+        progress moved), as `Job.loss_at` computes it, over every env's at once; every other
+        row keeps the loss it shows (the same job at the same progress)."""
+        where, values, count = self._fresh
+        k = int(count[0])
+        if k:
+            loss = loss_at(*values[:, :k])
+            self._flat_table[where[:k]] = np.clip(loss, *self._loss_bounds)

@@ -28,8 +28,12 @@ def check_full_actions(actions: Any, num_envs: int, max_jobs: int) -> np.ndarray
         raise ValueError(f"actions: expected integers of shape ({num_envs}, {width}), one row "
                          f"MultiDiscrete([2] * {max_jobs} + [{width}]) per env; got shape "
                          f"{array.shape} and dtype {array.dtype}")
-    array = array.astype(np.int64)
+    array = array.astype(np.int64, copy=False)
     stops, picks = array[:, :max_jobs], array[:, max_jobs]
+    # one pass each in the common case: a stop bit has no bit but the lowest set (negatives
+    # included), a pick read unsigned is at most max_jobs; the message names the first bad one
+    if not (stops & ~1).any() and not (picks.view(np.uint64) > max_jobs).any():
+        return array
     if ((stops != 0) & (stops != 1)).any():
         env, row = np.argwhere((stops != 0) & (stops != 1))[0]
         raise ValueError(f"actions[{env}, {row}]={stops[env, row]}: a stop bit (columns 0 to "
@@ -69,3 +73,10 @@ class ReferenceFullBatch(ReferenceBatch):
     def gym_mask(self, i: int) -> tuple[np.ndarray, ...]:
         """Env i's `info["action_mask"]`: one int8 array per component (what `sample` takes)."""
         return self._infos[i]["action_mask"]
+
+    def gym_masks(self) -> np.ndarray:
+        """Every env's `gym_mask`, as SyncVectorEnv's object array."""
+        masks = np.empty(self.num_envs, object)
+        for i in range(self.num_envs):
+            masks[i] = self.gym_mask(i)
+        return masks

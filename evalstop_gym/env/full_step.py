@@ -7,9 +7,7 @@ every `ScheduleRequest`. `full_step_all` applies each env's action the way the s
 fits, then the base's greedy fill over the rest, preempting only without a pick, its starts
 kept in its order while they fit), runs the env to its next pass, and writes its reward and
 table observation. The fill is the engine's (`kernel_queues.fill`, over the waiting heaps), the
-reward and the rows are `reward.py`'s and `observation.py`'s plain functions, compiled. A row's
-`loss` column is left to the caller: the loss curve is numpy's arithmetic (`curves.exp_loss`),
-whose exp and log differ in the last bit from compiled code's.
+reward is `reward.py`'s plain functions, compiled; the table is `full_table.py`'s.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ import numpy as np
 
 from ..sim import kernel_layout as layout
 from ..sim import native_kernel as kernel
+from ..sim.borrowed import borrow
 from ..sim.jit import njit
 from ..sim.kernel_jobs import (
     attained_service,
@@ -28,25 +27,16 @@ from ..sim.kernel_jobs import (
     reported,
     running_key,
 )
-from ..sim.kernel_layout import IDLE, PASS, PENDING, PREEMPTED, RUNNING, STOPPED, TRAIN
+from ..sim.kernel_layout import IDLE, PASS, PREEMPTED, RUNNING, STOPPED, Platform, borrowed
 from ..sim.kernel_queues import fill, leave_running, push_event, ranks_before, wait_push
-from ..sim.transitions import work_after
-from .batch_arrays import R_LAST, R_TOTAL
+from .batch_arrays import R_LAST, R_OPEN, R_TOTAL, BatchArrays, Extra
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
-from .observation import clipped, fill_cluster_row, fill_job_row
+from .full_table import ROW, write_table
 from .reward import step_terms, stop_quality_lost, weighted_reward
 
-# the shared functions a table row calls, inlined: a table is max_jobs rows of 19 values a step,
-# and a call per row (a reference count per array it is handed) costs as much as the row
-_fill_row = njit(cache=True, inline="always")(fill_job_row)
-_reported = njit(cache=True, inline="always")(reported.py_func)
 _running_key = njit(cache=True, inline="always")(running_key.py_func)
 _ranks_before = njit(cache=True, inline="always")(ranks_before.py_func)
-
-N_STATES = 3          # the row's state one-hot (observation.STATES) before its JOB_FIELDS
-N_JOB_FIELDS = 16
-ROW = N_STATES + N_JOB_FIELDS
 
 
 @njit(cache=True)
@@ -229,74 +219,6 @@ def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
     return lost, false_stops
 
 
-@njit(cache=True)
-def _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, row_prog,
-           row_gpus):
-    """`TableObservation.encode` of env i's pass: running jobs by id, then waiting ones by
-    (arrival, id), at most max_jobs rows; each row's loss column is left at 0 (see above).
-    The row loop reads plain arrays only (a NamedTuple handed to a call costs a reference
-    count per array it holds, per call)."""
-    o_jobs, o_mask, o_cluster = rows
-    int_slots, phase, now = loop.int_slots, loop.phase, loop.float_slots[layout.F_NOW]
-    state, work, next_check, phase_start = out.state, out.work, out.next_check, out.phase_start
-    gpu_min, n_pre = out.gpu_min, out.n_pre
-    gpus, arrival, speed, duration, paced = jobs.gpus, jobs.arrival, jobs.speed, jobs.duration, \
-        jobs.paced
-    chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, jobs.chk_work, \
-        jobs.chk_idx, jobs.chk_loss
-    ev_ptr, ev_score, ev_prog = jobs.ev_ptr, jobs.ev_score, jobs.ev_prog
-    n_run = int_slots[layout.S_N_RUN]
-    ids = sp.pending
-    for q in range(n_run):                  # running, by id (insertion)
-        j = loop.run_list[q]
-        r = q
-        while r > 0 and ids[r - 1] > j:
-            ids[r] = ids[r - 1]
-            r -= 1
-        ids[r] = j
-    n = n_run
-    arrivals = loop.arrivals
-    for q in range(int_slots[layout.S_NEXT_ARRIVAL]):   # arrived, in (arrival, id) order
-        j = arrivals[q]
-        if state[j] == PENDING or state[j] == PREEMPTED:
-            ids[n] = j
-            n += 1
-    n_rows = row_job.shape[1]
-    table, low, high = row(o_jobs, i), bounds[0][0], bounds[0][1]
-    for r in range(n_rows):
-        at = r * ROW
-        if r >= n:
-            row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = -1, -1, 0, 0
-            for k in range(ROW):
-                table[at + k] = 0.0
-            continue
-        j = ids[r]
-        st = 0 if state[j] == RUNNING else (1 if state[j] == PENDING else 2)
-        row_job[i, r], row_state[i, r], row_gpus[i, r], o_mask[i, r] = j, st, gpus[j], 1
-        w = work[j]                         # the progress a view shows now (`make_view`)
-        if phase[j] == TRAIN:
-            w = work_after(TRAIN, w, now - phase_start[j], speed[j], duration[j])
-        progress = _reported(j, w, paced, chk_ptr, next_check, chk_prog, chk_work)
-        row_prog[i, r] = progress
-        attained = gpu_min[j] / gpus[j]
-        if phase[j] != IDLE:
-            attained += now - phase_start[j]
-        last, n_ev = kernel.passed(j, chk_ptr, chk_idx, next_check)
-        e0, c0 = ev_ptr[j], chk_ptr[j]
-        for s in range(N_STATES):
-            tmp[s] = 1.0 if s == st else 0.0
-        _fill_row(tmp[N_STATES:], jobs.jtype[j], progress, 0.0, ev_score[e0:e0 + n_ev],
-                  ev_prog[e0:e0 + n_ev], chk_loss[c0:last], jobs.dur_est[j], gpus[j],
-                  now - arrival[j], attained, n_pre[j])
-        for k in range(ROW):
-            table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
-    fill_cluster_row(tmp, now, spec.total_gpus, int_slots[layout.S_FREE],
-                     int_slots[layout.S_N_WAIT], n_run)
-    cluster, low, high = row(o_cluster, i), bounds[1][0], bounds[1][1]
-    for k in range(cluster.shape[0]):
-        cluster[k] = clipped(tmp[k], low[k], high[k])
-
-
 @njit(cache=True, inline="always")
 def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weights):
     """`RewardMeter.step` (wasted charged as it accrues) of env i; the weighted reward."""
@@ -313,12 +235,42 @@ def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weig
 
 @njit(cache=True)
 def full_step_all(spec, arrays, sp, weights, actions, pending, answered, terminated, reward_out,
-                  rows, bounds, row_job, row_state, row_prog, row_gpus, lost, false_stops, todo,
-                  status):
+                  rows, bounds, row_job, row_state, row_prog, row_gpus, row_keys, losses, lost,
+                  false_stops, todo, status):
     """Every env with todo[i]: its pending action applied (pending[i]), then run to its next
     pass or its end, its reward (answered[i]: a step's; else a reset's, not returned) and its
-    table written. An env whose heaps lack room returns ROOM before it moves: grow, call again."""
-    tmp = np.empty(ROW, np.float64)
+    table written. An env whose heaps lack room returns ROOM before it moves: grow, call again.
+
+    Every array is borrowed here once (`sim/borrowed.py`: views that hold no reference; the
+    caller's arguments keep them alive): the env loop hands them to its steps per env, and with
+    references each hand-over was two atomic counts per array (measured at N=64: ~14% of a
+    vector step's time in numba's incref and decref)."""
+    b = borrow
+    jobs, out, loop, space = borrowed(arrays.jobs, arrays.out, arrays.loop, sp)
+    extra = arrays.extra
+    batch = BatchArrays(jobs, out, loop, Extra(b(extra.is_hacking), b(extra.peak_prog),
+                                               b(extra.ev_point), b(extra.ev_true)),
+                        b(arrays.open), b(arrays.order), b(arrays.reward_ints),
+                        b(arrays.reward_floats))
+    platform = Platform(spec.total_gpus, spec.overhead, spec.key_kind, spec.preemptive,
+                        spec.rule, b(spec.k_by_type), spec.best_variant, spec.p_stop,
+                        spec.threshold, spec.window, spec.slice_share, spec.time_sliced,
+                        spec.rekeys_at_checks, spec.rekeys_at_passes)
+    _step_envs(platform, batch, space, b(weights), b(actions), b(pending), b(answered),
+               b(terminated), b(reward_out), (b(rows[0]), b(rows[1]), b(rows[2])),
+               ((b(bounds[0][0]), b(bounds[0][1])), (b(bounds[1][0]), b(bounds[1][1]))),
+               b(row_job), b(row_state), b(row_prog), b(row_gpus), b(row_keys),
+               (b(losses[0]), b(losses[1]), b(losses[2]), b(losses[3])), b(lost),
+               b(false_stops), b(todo), b(status), np.empty(ROW, np.float64))
+
+
+@njit(cache=True)
+def _step_envs(spec, arrays, sp, weights, actions, pending, answered, terminated, reward_out,
+               rows, bounds, row_job, row_state, row_prog, row_gpus, row_keys, losses, lost,
+               false_stops, todo, status, row_buffer):
+    """`full_step_all` on borrowed arrays (`row_buffer`, a row's floats on the way, is held
+    by the caller)."""
+    tmp = borrow(row_buffer)
     all_loops = arrays.loop
     for i in range(todo.shape[0]):
         if not todo[i]:
@@ -347,8 +299,9 @@ def full_step_all(spec, arrays, sp, weights, actions, pending, answered, termina
         reward_out[i] = value if answered[i] else 0.0
         terminated[i] = st == kernel.OK
         if st == PASS:
-            _table(i, spec, jobs, out, loop, sp, rows, bounds, tmp, row_job, row_state, row_prog,
-                   row_gpus)
+            write_table(i, spec, jobs, out, loop, sp, row(arrays.open, i),
+                   arrays.reward_ints[i, R_OPEN], rows, bounds, tmp, row_job, row_state,
+                   row_prog, row_gpus, row_keys, losses)
         else:
             rows[0][i] = 0.0
             rows[1][i] = 0

@@ -127,13 +127,24 @@ def fill_job_row(out: np.ndarray, type_code: int, progress: float, loss: float, 
                  age: float, attained: float, n_preemptions: int) -> None:
     """JOB_FIELDS into `out`, from what a view shows: its scores, their progress and the loss
     history, in order."""
+    fill_job_history(out, type_code, loss, scores, losses, duration_estimate, gpus,
+                     n_preemptions)
+    fill_job_clock(out, progress, eval_progress, age, attained)
+
+
+CLOCK_FIELDS = ("progress", "is_eval", "age", "attained")   # what `fill_job_clock` writes
+
+
+def fill_job_history(out: np.ndarray, type_code: int, loss: float, scores: Floats,
+                     losses: Floats, duration_estimate: float, gpus: int,
+                     n_preemptions: int) -> None:
+    """The JOB_FIELDS a job keeps between two of its checks (and preemptions): a table shows
+    a waiting job for many passes, and only its clock fields move."""
     n, n_hist = len(scores), len(losses)
     last = scores[n - 1] if n else 0.0
     prev_loss = losses[n_hist - 2] if n_hist >= 2 else 0.0
     for t in range(3):
         out[t] = 1.0 if t == type_code else 0.0
-    out[3] = progress
-    out[4] = 1.0 if n > 0 and eval_progress[n - 1] == progress else 0.0
     out[5] = float(n)
     out[6] = last
     out[7] = float(decline_count(scores, False, 0))
@@ -143,9 +154,24 @@ def fill_job_row(out: np.ndarray, type_code: int, progress: float, loss: float, 
                else 0.0)
     out[11] = duration_estimate / TIME_SCALE
     out[12] = gpus / GPU_SCALE
-    out[13] = age / TIME_SCALE
-    out[14] = attained / TIME_SCALE
     out[15] = float(n_preemptions)
+
+
+def fill_job_clock(out: np.ndarray, progress: float, eval_progress: Floats, age: float,
+                   attained: float) -> None:
+    """CLOCK_FIELDS: the JOB_FIELDS that move with time (`eval_progress` may be its last entry
+    alone)."""
+    n = len(eval_progress)
+    out[3] = progress
+    out[4] = 1.0 if n > 0 and eval_progress[n - 1] == progress else 0.0
+    out[13] = age_field(age)
+    out[14] = attained / TIME_SCALE
+
+
+def age_field(age: float) -> float:
+    """A job's `age` entry: the one JOB_FIELDS entry that moves while the job waits (its
+    progress and service stand still)."""
+    return age / TIME_SCALE
 
 
 def fill_cluster_row(out: np.ndarray, now: float, total_gpus: int, free_gpus: int,

@@ -192,9 +192,8 @@ class EvalStopClusterVectorEnv(VectorEnv):
         live = ~self.core.terminated & given
         infos: dict[str, Any] = {}
         if self.full is not None:
-            masks = np.full(self.num_envs, None, dtype=object)   # SyncVectorEnv's form
-            for i in np.flatnonzero(given).tolist():
-                masks[i] = self.full.gym_mask(i)
+            masks = self.full.gym_masks()   # SyncVectorEnv's form: None where not given
+            masks[~given] = None
             infos["action_mask"] = masks
         else:
             infos["job_id"] = np.where(live, self.core.job_ids(), 0)

@@ -6,6 +6,8 @@ creation. Scores are in benchmark units (0..1, like an accuracy or win rate).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..config import NoiseConfig
@@ -46,9 +48,22 @@ def exp_loss(p: np.ndarray | float, initial: np.ndarray | float,
 
     Any argument may be a scalar or an array (broadcast): one job at one point, or many jobs'
     parameters as columns against a row of points."""
+    return loss_at(p, *loss_terms(initial, floor_fraction, plateau, residual))
+
+
+def loss_terms(initial: np.ndarray | float, floor_fraction: np.ndarray | float,
+               plateau: np.ndarray | float, residual: np.ndarray | float
+               ) -> tuple[Any, Any, Any]:
+    """`exp_loss`'s curve without its progress: (floor, initial - floor, -rate), computed once
+    per job by a caller that evaluates many points of it (the same bits as `exp_loss`)."""
     floor = initial * floor_fraction
     rate = -np.log(residual) / plateau
-    return floor + (initial - floor) * np.exp(-rate * p)
+    return floor, initial - floor, -rate
+
+
+def loss_at(p: np.ndarray | float, floor: Any, span: Any, neg_rate: Any) -> np.ndarray:
+    """`exp_loss` at progress `p` from its `loss_terms`."""
+    return floor + span * np.exp(neg_rate * p)
 
 
 def eval_noise(rng: np.random.Generator, shape: tuple[int, int], cfg: NoiseConfig,
