@@ -28,6 +28,27 @@ def _probes_readable_by_anyone() -> None:
 
 _probes_readable_by_anyone()
 
+MAX_WORKERS = 4   # each worker imports torch, Ray and Dask: about 1.5 GB of memory apiece
+
+
+def _names_one_file(args: list[str]) -> bool:
+    return len(args) == 1 and Path(args[0].split("::")[0]).is_file()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The suite runs on every core (pytest-xdist, from the dev extra), one test file per worker
+    so a file's module fixtures (the docs site, the mypy tree) are built once; `-n 0` or
+    `-p no:xdist` runs it serially, and so does a run of a single file. Runs before xdist's own
+    hook, which turns `numprocesses` into workers."""
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+            or config.option.numprocesses is not None or config.option.dist != "no"
+            or config.getoption("usepdb") or _names_one_file(config.args)):
+        return
+    config.option.numprocesses = "auto"
+    config.option.maxprocesses = config.option.maxprocesses or MAX_WORKERS
+    config.option.dist = "loadfile"
+
 
 @pytest.fixture(scope="session")
 def e2_config() -> SimConfig:
