@@ -241,7 +241,7 @@ from evalstop_gym.simulate import simulate
 from evalstop_gym.policies import parse_policy
 config = load_sim_config("configs/defaults.yaml", overrides={"workload.n_jobs": 30})
 result = simulate(config, parse_policy("EvalStop-2+SRTF-Est"), 7, engine="native")
-print(json.dumps({"kernel": type(native_kernel.run).__name__, "events": result.events,
+print(json.dumps({"kernel": type(native_kernel.advance).__name__, "events": result.events,
                   "metrics": {k: repr(v) for k, v in result.metrics.items()}}))
 """
 

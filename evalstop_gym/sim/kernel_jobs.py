@@ -6,7 +6,7 @@ The arithmetic is not written here: a phase's cost and length and the job's work
 `Cluster` calls the same functions on its `Job` records. What is left is which array entry each
 input comes from and each result goes to. Each function takes the arrays it reads one by one:
 steps that took the whole cluster as NamedTuples of arrays made the compiled loop several times
-slower (measured; see `native_kernel`).
+slower (measured; see `kernel_steps`).
 """
 
 from __future__ import annotations
