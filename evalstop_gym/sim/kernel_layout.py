@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .borrowed import borrow
-from .jit import njit
+from .jit import jitable, njit
 from .jobs import STATES, JobState, Phase
 
 # Job states as their index in jobs.STATES, phases as jobs.Phase's values
@@ -136,7 +136,7 @@ N_FLOAT_SLOTS = 2
 NO_CLASS = 2 ** 62                             # demand of an unused (padding) class slot
 
 
-@njit(cache=True)
+@jitable
 def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals, int_slots,
           float_slots):
     """The loop's state before the first event (Cluster.__init__): demand classes, the arrival
@@ -158,7 +158,8 @@ def setup(total_gpus, arrival, gpus, cls_gpus, cls, cls_off, cls_size, arrivals,
     float_slots[:] = 0.0
 
 
-@njit(cache=True)
+# new_loop, with_room, grown and scratch are plain numpy: only Python calls them (around
+# `advance`), so a compiled copy would add to the kernel's cold compile and save nothing
 def new_loop(total_gpus, arrival, gpus, n_checks):
     """A cluster's loop state before its first event, for the jobs `arrival`, `gpus`;
     `n_checks`: room for the jobs' checks in `continued` (0 unless under RULE_AGENT)."""
@@ -177,7 +178,6 @@ def new_loop(total_gpus, arrival, gpus, n_checks):
                                                                                  np.int64))
 
 
-@njit(cache=True)
 def with_room(loop):
     """`loop` with both heaps twice as large (after `advance` returned ROOM)."""
     return LoopState(loop.phase, loop.cls_gpus, loop.cls, loop.cls_off, loop.cls_size,
@@ -186,7 +186,6 @@ def with_room(loop):
                      loop.int_slots, loop.float_slots, loop.continued)
 
 
-@njit(cache=True)
 def grown(h):
     """Heap array h with twice the rows (the contents kept; the last row is scratch)."""
     out = np.empty((2 * h.shape[0], h.shape[1]))
@@ -194,7 +193,6 @@ def grown(h):
     return out
 
 
-@njit(cache=True)
 def scratch(n):
     """The arrays one scheduling pass works in (shared by clusters run one after the other)."""
     return Scratch(np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
