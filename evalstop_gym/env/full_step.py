@@ -18,17 +18,11 @@ from ..sim import kernel_layout as layout
 from ..sim import native_kernel as kernel
 from ..sim.borrowed import borrow
 from ..sim.jit import njit
-from ..sim.kernel_jobs import (
-    attained_service,
-    charge,
-    first_phase,
-    phase_length,
-    rank_of,
-    reported,
-    running_key,
-)
-from ..sim.kernel_layout import IDLE, PASS, PREEMPTED, RUNNING, STOPPED, Platform, borrowed
-from ..sim.kernel_queues import fill, leave_running, push_event, ranks_before, wait_push
+from ..sim.kernel_jobs import running_key
+from ..sim.kernel_layout import PASS, STOPPED, Platform, borrowed
+from ..sim.kernel_pass import preempt, start
+from ..sim.kernel_queues import fill, ranks_before, wait_push
+from ..sim.kernel_steps import end_job
 from .batch_arrays import R_LAST, R_OPEN, R_TOTAL, BatchArrays, Extra
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
@@ -123,63 +117,6 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
 
 
 @njit(cache=True)
-def _release(j, now, jobs, out, loop):
-    """What Cluster._end and Cluster._preempt do alike to running job j: its phase charged, its
-    GPUs freed, its events superseded, another pass asked for."""
-    charge(j, now, loop.phase, out.work, out.phase_start, jobs.gpus, jobs.duration, jobs.speed,
-           jobs.peak, out.gpu_min, out.gpu_after)
-    int_slots = loop.int_slots
-    int_slots[layout.S_N_RUN] = leave_running(j, loop.run_list, loop.run_pos, loop.run_seq,
-                                              int_slots[layout.S_N_RUN])
-    int_slots[layout.S_FREE] += jobs.gpus[j]
-    loop.phase[j] = IDLE
-    out.epoch[j] += 1
-    int_slots[layout.S_NEEDS_PASS] = 1
-
-
-@njit(cache=True)
-def _preempt(j, now, key_kind, jobs, out, loop):
-    """Cluster._preempt of running job j: back to the waiting heaps under its key now."""
-    _release(j, now, jobs, out, loop)
-    loop.major[j], loop.key[j] = rank_of(key_kind, j, reported(
-        j, out.work[j], jobs.paced, jobs.chk_ptr, out.next_check, jobs.chk_prog, jobs.chk_work),
-        attained_service(j, now, loop.phase, out.phase_start, out.gpu_min, jobs.gpus),
-        jobs.arrival, jobs.dur_est, jobs.chk_ptr, jobs.chk_idx, jobs.chk_loss, out.next_check,
-        jobs.ev_ptr, jobs.ev_score)
-    wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key,
-              jobs.arrival)
-    loop.int_slots[layout.S_N_WAIT] += 1
-    out.state[j] = PREEMPTED
-    out.n_pre[j] += 1
-
-
-@njit(cache=True)
-def _start(j, now, overhead, jobs, out, loop):
-    """Cluster._start of waiting job j (already off the waiting heaps)."""
-    int_slots = loop.int_slots
-    int_slots[layout.S_STARTS] += 1
-    loop.run_seq[j] = int_slots[layout.S_STARTS]
-    n_run = int_slots[layout.S_N_RUN]
-    loop.run_list[n_run] = j
-    loop.run_pos[j] = n_run
-    int_slots[layout.S_N_RUN] = n_run + 1
-    int_slots[layout.S_N_WAIT] -= 1
-    int_slots[layout.S_FREE] -= jobs.gpus[j]
-    out.state[j] = RUNNING
-    if np.isnan(out.first_start[j]):
-        out.first_start[j] = now
-    loop.phase[j] = first_phase(out.has_run[j], overhead)
-    out.has_run[j] = True
-    out.phase_start[j] = now
-    length = phase_length(j, jobs.chk_work, jobs.chk_ptr, out.next_check, out.work,
-                          jobs.duration, jobs.speed, loop.phase[j], overhead, jobs.eval_min)
-    int_slots[layout.S_SEQ] += 1
-    seq = int_slots[layout.S_SEQ]
-    int_slots[layout.S_HEAP] = push_event(loop.heap, int_slots[layout.S_HEAP], now + length, seq,
-                                          j, out.epoch[j])
-
-
-@njit(cache=True)
 def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
     """`_answer_schedule` of one env: its action applied (`Cluster._apply`: stops, preemptions,
     starts). Returns the stops' quality lost and false stops (the reward's terms)."""
@@ -200,23 +137,42 @@ def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
                       loop.key, jobs.arrival, sp.pending)
     n_start, n_drop = _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free)
     lost, false_stops = 0.0, 0.0
-    for s in range(n_stop):
+    for s in range(n_stop):                 # Cluster._end (stopped by the scheduler)
         j = sp.top[s]
-        _release(j, now, jobs, out, loop)    # Cluster._end (stopped by the scheduler)
-        out.state[j] = STOPPED
-        out.end_time[j] = now
+        end_job(j, STOPPED, now, loop.phase, out.work, out.phase_start, jobs.gpus,
+                jobs.duration, jobs.speed, jobs.peak, out.gpu_min, out.gpu_after, out.state,
+                out.epoch, out.end_time, loop.run_list, loop.run_pos, loop.run_seq,
+                loop.int_slots)
         _, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
         e0, e1 = jobs.ev_ptr[j], jobs.ev_ptr[j + 1]
         lost += stop_quality_lost(truth.ev_point[e0:e1], truth.ev_true[e0:e1],
                                   jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev])
         false_stops += 0.0 if truth.is_hacking[j] else 1.0
-    for q in range(n_drop):
-        _preempt(sp.to_preempt[q], now, spec.key_kind, jobs, out, loop)
-    if first >= 0:
-        _start(first, now, spec.overhead, jobs, out, loop)
-    for q in range(n_start):
-        _start(sp.to_start[q], now, spec.overhead, jobs, out, loop)
+    if first >= 0:                          # the agent's pick starts before the base's
+        for q in range(n_start, 0, -1):
+            sp.to_start[q] = sp.to_start[q - 1]
+        sp.to_start[0] = first
+        n_start += 1
+    _apply(spec, jobs, out, loop, sp, now, n_drop, n_start)
     return lost, false_stops
+
+
+@njit(cache=True, inline="always")
+def _apply(spec, jobs, out, loop, sp, now, n_drop, n_start):
+    """`Cluster._apply` of the allocation: the engine's own preemptions and starts
+    (`kernel_pass`), in its order."""
+    loop.int_slots[layout.S_N_WAIT] -= n_start
+    preempt(n_drop, now, spec.key_kind, sp.to_preempt, loop.phase, out.work, out.phase_start,
+            jobs.gpus, jobs.duration, jobs.speed, jobs.peak, out.gpu_min, out.gpu_after,
+            out.state, out.epoch, out.n_pre, loop.run_list, loop.run_pos, loop.run_seq,
+            out.next_check, jobs.arrival, jobs.dur_est, jobs.paced, jobs.chk_ptr, jobs.chk_prog,
+            jobs.chk_work, jobs.chk_idx, jobs.chk_loss, jobs.ev_ptr, jobs.ev_score, loop.cls,
+            loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key, loop.int_slots)
+    start(n_start, now, spec.overhead, spec.preemptive, sp.to_start, jobs.gpus, jobs.arrival,
+          out.state, out.first_start, out.has_run, loop.phase, out.phase_start, out.work,
+          out.next_check, out.epoch, jobs.chk_ptr, jobs.chk_work, jobs.duration, jobs.speed,
+          jobs.eval_min, loop.major, loop.key, loop.heap, loop.rheap, loop.run_list,
+          loop.run_pos, loop.run_seq, loop.run_version, loop.int_slots)
 
 
 @njit(cache=True, inline="always")
