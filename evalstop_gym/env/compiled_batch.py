@@ -179,12 +179,7 @@ class CompiledBatch:
 
     _kernel: Any = staticmethod(step_all)   # the compiled call `_run` makes
     _paused = kernel.DECISION                # the status of an env that waits for its agent
-
-    @property
-    def _kernel_loads(self) -> bool:
-        """Whether `_kernel` loads the staged workloads itself (`step_all` does; a subclass's
-        kernel has its rows loaded by `_load` before it runs)."""
-        return self._kernel is step_all
+    _kernel_loads = True   # `_kernel` loads the staged workloads itself; else `_load` does first
 
     def _run(self, todo: np.ndarray, fresh: bool) -> None:
         """Run envs `todo` through `_kernel`; the ones whose heaps ran out of room (`ROOM`, they

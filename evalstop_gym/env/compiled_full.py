@@ -165,6 +165,7 @@ class CompiledFullBatch(CompiledBatch):
 
     _kernel: Any = staticmethod(full_step_all)
     _paused = PASS
+    _kernel_loads = False   # full_step_all loads nothing: `_load` fills a row before it runs
 
     def _load(self, i: int, seed: int) -> None:
         super()._load(i, seed)
