@@ -8,7 +8,7 @@ import pytest
 
 from evalstop_gym.policies import FIFO, SJFEst, SRTFEst, parse_policy
 from evalstop_gym.policies.base import PriorityScheduler
-from evalstop_gym.policies.priority_index import PriorityIndex
+from evalstop_gym.policies.priority_index import PriorityIndex, key_pair
 from evalstop_gym.sim.cluster import Cluster, ScheduleRequest
 from evalstop_gym.sim.protocols import CONTINUE, Allocation
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
@@ -75,10 +75,19 @@ def test_backfill_by_demand_heaps_matches_the_linear_scan(cls, trial):
 def test_index_forgets_ended_jobs_and_reindexes_changed_ones():
     index = PriorityIndex(lambda v: v.remaining_estimate, preemptive=True)
     index.update(job(1, "pending", 2, 10.0, 0.0), -1)
+    assert index.in_wait[1] and index.cls_size.sum() == 1
     index.update(job(1, "running", 2, 10.0, 0.0), 1)
-    assert 1 not in index.waiting and index.run_entry[1][0] == pytest.approx(10.0)
+    assert not index.in_wait[1] and index.cls_size.sum() == 0 and index.run_pos[1] >= 0
+    assert (index.major[1], index.minor[1]) == (0.0, pytest.approx(10.0))
     index.update(job(1, "completed", 2, 0.0, 0.0), -1)
-    assert not index.running and not index.run_entry and 1 not in index.gpus
+    assert index.run_pos[1] < 0 and not index.in_wait[1]
+
+
+def test_index_takes_numbers_and_pairs_as_keys_and_refuses_others():
+    assert key_pair(3) == (0.0, 3.0) and key_pair((-1, 2.5)) == (-1.0, 2.5)
+    for bad in ("3", (1, 2, 3), None):
+        with pytest.raises(TypeError, match="a number or a \\(major, minor\\) pair"):
+            key_pair(bad)
 
 
 @pytest.mark.parametrize("spec", [*BASES, "EvalStop-2+SRTF-Est", "StopAt-0.65+LossAware"])
