@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from evalstop_gym.sim.kernel_layout import N_INT_SLOTS, S_RHEAP, grown
-from evalstop_gym.sim.kernel_pass import dropped
 from evalstop_gym.sim.kernel_queues import (
     best_waiting,
     fill,
@@ -45,7 +44,7 @@ PER_JOB = {"gpus": np.int64, "cls": np.int64, "run_pos": np.int64, "run_seq": np
            "run_version": np.int64, "in_wait": np.bool_, "keep": np.bool_,
            "arrival": np.float64, "major": np.float64, "minor": np.float64,
            "after": np.int64, "top": np.int64, "pending": np.int64, "prefix": np.int64,
-           "to_start": np.int64, "to_preempt": np.int64}
+           "to_start": np.int64}
 
 
 def key_pair(key: Any) -> tuple[float, float]:
@@ -78,7 +77,6 @@ class PriorityIndex:
     pending: np.ndarray
     prefix: np.ndarray
     to_start: np.ndarray
-    to_preempt: np.ndarray
     sizes: np.ndarray
 
     def __init__(self, key: Callable[[SchedulerJobView], Any], preemptive: bool) -> None:
@@ -190,12 +188,10 @@ class PriorityIndex:
             self.cls_gpus, self.cls_off, self.cls_size, self.wait, self.major, self.minor,
             self.rheap, self.run_version, self.after, self.top, self.pending, self.prefix,
             self.sizes, self.keep, self.to_start, self.slots)
-        n_drop = dropped(n_after, self.after, self.keep, self.to_preempt, self.run_seq,
-                         self.rheap, self.major, self.minor, self.arrival, self.run_version,
-                         self.slots)
-        preempt = self.to_preempt[:n_drop].tolist()
-        for jid in preempt:
+        ranked = self.after[:n_after].tolist()
+        for jid in ranked:                               # all still running until reported
             self._push(jid)
+        preempt = sorted((j for j in ranked if not self.keep[j]), key=self.run_seq.__getitem__)
         return Allocation(start=self._started(n_start), preempt=tuple(preempt))
 
     def _started(self, n_start: int) -> tuple[int, ...]:
