@@ -28,20 +28,19 @@ import numpy as np
 
 from evalstop_gym.sim.kernel_layout import N_INT_SLOTS, S_RHEAP, grown
 from evalstop_gym.sim.kernel_queues import (
-    best_waiting,
     fill,
     store_running_key,
     wait_push,
     wait_remove,
 )
-from evalstop_gym.sim.lazy_fill import close_walk, descend
+from evalstop_gym.sim.lazy_fill import walk
 from evalstop_gym.sim.protocols import Allocation
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
 
 WAITING_STATES = ("pending", "preempted")
 NUMBERS = (int, float, np.integer, np.floating)   # bool is an int
 PER_JOB = {"gpus": np.int64, "cls": np.int64, "run_pos": np.int64, "run_seq": np.int64,
-           "run_version": np.int64, "in_wait": np.bool_, "keep": np.bool_,
+           "run_version": np.int64, "keep": np.bool_,
            "arrival": np.float64, "major": np.float64, "minor": np.float64,
            "after": np.int64, "top": np.int64, "pending": np.int64, "prefix": np.int64,
            "to_start": np.int64}
@@ -67,7 +66,6 @@ class PriorityIndex:
     run_pos: np.ndarray
     run_seq: np.ndarray
     run_version: np.ndarray
-    in_wait: np.ndarray
     keep: np.ndarray
     arrival: np.ndarray
     major: np.ndarray
@@ -89,7 +87,8 @@ class PriorityIndex:
         self.cls_size = np.empty(0, np.int64)
         self.wait = np.empty(0, np.int64)
         self.size = 0                                   # job ids below it have entries
-        self.n_waiting = 0
+        self.waiting: set[int] = set()                  # the ids in the waiting heaps
+        self.demand_class: dict[int, int] = {}          # GPU demand -> its index in cls_gpus
         self._grow(64)
 
     def _grow(self, size: int) -> None:
@@ -114,27 +113,26 @@ class PriorityIndex:
         self.cls_gpus, self.cls_size, self.wait = demands, counts, wait
         self.cls_off = np.arange(len(demands), dtype=np.int64) * size
         self.cls[:] = np.searchsorted(demands, self.gpus)
+        self.demand_class = {int(demand): c for c, demand in enumerate(demands)}
 
     def update(self, view: SchedulerJobView, run_seq: int) -> None:
         """Take in a job's fresh view after it changed (arrived, started, checked, ended...)."""
         jid = view.job_id
         if jid >= self.size:
             self._grow(max(2 * self.size, jid + 1))
-        if self.in_wait[jid]:
-            self.in_wait[jid] = False
-            self.n_waiting -= 1
+        if jid in self.waiting:
+            self.waiting.remove(jid)
             wait_remove(jid, self.cls, self.cls_off, self.cls_size, self.wait, self.major,
                         self.minor, self.arrival)
         self.run_pos[jid] = -1                           # its running entries go stale
         self.gpus[jid], self.arrival[jid] = view.gpus, view.arrival_time
         if view.state in WAITING_STATES:
-            if view.gpus not in self.cls_gpus:
+            if view.gpus not in self.demand_class:
                 self._lay_out(np.union1d(self.cls_gpus, [view.gpus]).astype(np.int64),
                               self.size)
-            self.cls[jid] = np.searchsorted(self.cls_gpus, view.gpus)
+            self.cls[jid] = self.demand_class[view.gpus]
             self.set_key(jid, view)
-            self.in_wait[jid] = True
-            self.n_waiting += 1
+            self.waiting.add(jid)
             wait_push(jid, self.cls, self.cls_off, self.cls_size, self.wait, self.major,
                       self.minor, self.arrival)
         elif view.state == "running":
@@ -164,30 +162,23 @@ class PriorityIndex:
 
     def allocate(self, cluster: ClusterView) -> Generator[int, SchedulerJobView, Allocation]:
         """One scheduling pass; yields the ids of running jobs it must see fresh."""
-        if not self.n_waiting:
+        if not self.waiting:
             return Allocation()
         if not self.preemptive:
             n_start = fill(cluster.free_gpus, self.after, 0, self.gpus, self.arrival, self.cls,
                            self.cls_gpus, self.cls_off, self.cls_size, self.wait, self.major,
                            self.minor, self.keep, self.to_start, 0)
             return Allocation(start=self._started(n_start))
-        first = best_waiting(self.cls_gpus, self.cls_off, self.cls_size, self.wait, self.major,
-                             self.minor, self.arrival, cluster.total_gpus)
-        j, n_top, n_pending, n_prefix, room, taken = -1, 0, 0, 0, cluster.free_gpus, 0
+        j, state = -1, (-1, 0, 0, 0, cluster.free_gpus)
         while True:
-            j, n_top, n_pending, n_prefix, room, taken = descend(
-                j, first, n_top, n_pending, n_prefix, room, cluster.total_gpus, self.gpus,
-                self.arrival, self.cls, self.cls_gpus, self.cls_off, self.cls_size, self.wait,
-                self.major, self.minor, self.rheap, self.run_pos, self.run_version, self.top,
-                self.pending, self.prefix, self.sizes, self.slots)
+            j, state, n_after, n_start = walk(
+                j, state, cluster.total_gpus, self.gpus, self.arrival, self.cls, self.cls_gpus,
+                self.cls_off, self.cls_size, self.wait, self.major, self.minor, self.rheap,
+                self.run_pos, self.run_version, self.after, self.top, self.pending, self.prefix,
+                self.sizes, self.keep, self.to_start, self.slots)
             if j < 0:
                 break
             self.set_key(j, (yield j))
-        n_after, n_start = close_walk(
-            n_top, n_pending, n_prefix, room, taken, self.gpus, self.arrival, self.cls,
-            self.cls_gpus, self.cls_off, self.cls_size, self.wait, self.major, self.minor,
-            self.rheap, self.run_version, self.after, self.top, self.pending, self.prefix,
-            self.sizes, self.keep, self.to_start, self.slots)
         ranked = self.after[:n_after].tolist()
         for jid in ranked:                               # all still running until reported
             self._push(jid)

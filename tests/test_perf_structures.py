@@ -105,12 +105,12 @@ def test_index_matches_the_sort_as_ids_demands_and_states_change(cls, trial):
 def test_index_forgets_ended_jobs_and_reindexes_changed_ones():
     index = PriorityIndex(lambda v: v.remaining_estimate, preemptive=True)
     index.update(job(1, "pending", 2, 10.0, 0.0), -1)
-    assert index.in_wait[1] and index.cls_size.sum() == 1
+    assert 1 in index.waiting and index.cls_size.sum() == 1
     index.update(job(1, "running", 2, 10.0, 0.0), 1)
-    assert not index.in_wait[1] and index.cls_size.sum() == 0 and index.run_pos[1] >= 0
+    assert 1 not in index.waiting and index.cls_size.sum() == 0 and index.run_pos[1] >= 0
     assert (index.major[1], index.minor[1]) == (0.0, pytest.approx(10.0))
     index.update(job(1, "completed", 2, 0.0, 0.0), -1)
-    assert index.run_pos[1] < 0 and not index.in_wait[1]
+    assert index.run_pos[1] < 0 and 1 not in index.waiting
 
 
 def test_index_takes_numbers_and_pairs_as_keys_and_refuses_others():

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from .kernel_jobs import running_key
 from .kernel_layout import S_FREE, S_N_RUN, S_RHEAP
-from .kernel_queues import best_waiting, store_running_key
+from .kernel_queues import store_running_key
 from .kernel_steps import part, step
-from .lazy_fill import close_walk, descend
+from .lazy_fill import walk
 
 
 @part
@@ -50,19 +50,15 @@ def allocate(spec, jobs, out, loop, space, now):
                           arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
                           next_check, ev_ptr, ev_score, major, key, rheap, run_list, run_version,
                           slots)
-    first = best_waiting(cls_gpus, cls_off, cls_size, wait, major, key, arrival, total_gpus)
-    j, n_top, n_pending, n_prefix, room, taken = -1, 0, 0, 0, slots[S_FREE], 0
+    j, state = -1, (-1, 0, 0, 0, slots[S_FREE])
     while True:
-        j, n_top, n_pending, n_prefix, room, taken = descend(
-            j, first, n_top, n_pending, n_prefix, room, total_gpus, gpus, arrival, cls,
-            cls_gpus, cls_off, cls_size, wait, major, key, rheap, run_pos, run_version, top,
-            pending, prefix, sizes, slots)
+        j, state, n_after, n_start = walk(j, state, total_gpus, gpus, arrival, cls, cls_gpus,
+                                          cls_off, cls_size, wait, major, key, rheap, run_pos,
+                                          run_version, after, top, pending, prefix, sizes, keep,
+                                          to_start, slots)
         if j < 0:
-            break
+            return n_after, n_start
         major[j], key[j] = running_key(key_kind, j, now, phase, work, phase_start, speed,
                                        duration, gpu_min, gpus, arrival, dur_est, paced, chk_ptr,
                                        chk_prog, chk_work, chk_idx, chk_loss, next_check, ev_ptr,
                                        ev_score)
-    return close_walk(n_top, n_pending, n_prefix, room, taken, gpus, arrival, cls, cls_gpus,
-                      cls_off, cls_size, wait, major, key, rheap, run_version, after, top,
-                      pending, prefix, sizes, keep, to_start, slots)

@@ -10,8 +10,8 @@ until the waiting jobs ranked before the lowest one taken fit in the GPUs it and
 free: every running job above it keeps its GPUs whatever the exact order, and the exact fill
 (`kernel_queues.fill`) covers the rest.
 
-The walk is resumable: `descend` runs until it needs a running job's current key, returns that
-job and the walk's state (plain integers), and files the job once its caller has set its key.
+The pass is resumable: `walk` runs until it needs a running job's current key, returns that job
+and its state (plain integers), and files the job once its caller has set its key.
 """
 
 from __future__ import annotations
@@ -91,16 +91,39 @@ def take_before(nxt, room, n_prefix, total_gpus, gpus, arrival, cls, cls_gpus, c
 
 
 @part
-def descend(rekeyed, first, n_top, n_pending, n_prefix, room, total_gpus, gpus, arrival, cls,
-            cls_gpus, cls_off, cls_size, wait, major, key, rheap, run_pos, run_version, top,
-            pending, prefix, sizes, slots):
-    """The walk down the ranking from where it stopped (`rekeyed`: the job it last asked for,
-    its key now set; -1 at the start, with n_top = n_pending = n_prefix = 0 and `room` the free
-    GPUs). Returns (a running job whose current key it needs, -1 once the walk is over; n_top,
-    n_pending, n_prefix, room; `taken`: how many of `prefix` start)."""
-    if rekeyed >= 0:
+def walk(rekeyed, state, total_gpus, gpus, arrival, cls, cls_gpus, cls_off, cls_size, wait,
+         major, key, rheap, run_pos, run_version, after, top, pending, prefix, sizes, keep,
+         to_start, slots):
+    """The pass's allocation, resumed where it stopped: `rekeyed` is the running job it last
+    asked for, its key now set (-1: the pass starts, `state` = (-1, 0, 0, 0, free GPUs)).
+    Returns (a running job whose current key it needs, -1 once it is done; the state to resume
+    from; n_after, n_start: `close_walk`'s, once it is done)."""
+    first, n_top, n_pending, n_prefix, room = state
+    if rekeyed < 0:
+        first = best_waiting(cls_gpus, cls_off, cls_size, wait, major, key, arrival, total_gpus)
+    else:
         n_pending = file_rekeyed(first, rekeyed, n_pending, major, key, arrival, rheap,
                                  run_version, pending, slots)
+    j, n_top, n_pending, n_prefix, room, taken = descend(
+        first, n_top, n_pending, n_prefix, room, total_gpus, gpus, arrival, cls, cls_gpus,
+        cls_off, cls_size, wait, major, key, rheap, run_pos, run_version, top, pending, prefix,
+        sizes, slots)
+    if j >= 0:
+        return j, (first, n_top, n_pending, n_prefix, room), 0, 0
+    n_after, n_start = close_walk(n_top, n_pending, n_prefix, room, taken, gpus, arrival, cls,
+                                  cls_gpus, cls_off, cls_size, wait, major, key, rheap,
+                                  run_version, after, top, pending, prefix, sizes, keep,
+                                  to_start, slots)
+    return -1, (first, n_top, n_pending, n_prefix, room), n_after, n_start
+
+
+@part
+def descend(first, n_top, n_pending, n_prefix, room, total_gpus, gpus, arrival, cls, cls_gpus,
+            cls_off, cls_size, wait, major, key, rheap, run_pos, run_version, top, pending,
+            prefix, sizes, slots):
+    """The walk down the ranking from where it stopped. Returns (a running job whose current
+    key it needs, -1 once the walk is over; n_top, n_pending, n_prefix, room; `taken`: how many
+    of `prefix` start)."""
     while True:
         nxt, n_pending, stale = next_down(first, n_pending, major, key, arrival, rheap, run_pos,
                                           run_version, pending, slots)
