@@ -152,7 +152,8 @@ def close_walk(n_top, n_pending, n_prefix, room, taken, gpus, arrival, cls, cls_
     `keep`. Returns (n_after, n_start)."""
     for k in range(taken, n_prefix):             # back to their heaps
         wait_push(prefix[k], cls, cls_off, cls_size, wait, major, key, arrival)
-    to_start[:taken] = prefix[:taken]
+    for k in range(taken):                       # (a loop: a slice's copy compiles slowly)
+        to_start[k] = prefix[k]
     for k in range(n_top):                       # the ranked tail, ascending
         after[k] = top[n_top - 1 - k]
     n_start = fill(room - sizes[taken], after, n_top, gpus, arrival, cls, cls_gpus, cls_off,
