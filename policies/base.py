@@ -27,7 +27,9 @@ class PriorityScheduler:
     and that a running job's key never increases between two of its checks or phase changes. The
     cluster may then drive the scheduler through `plan`, which gives the very same allocations
     from a `PriorityIndex` kept up to date with job changes, at a cost per pass that does not grow
-    with the number of queued jobs.
+    with the number of queued jobs. The index ranks keys as the compiled engine does, as float
+    pairs: such a key must be a number or a (major, minor) pair of numbers (another key is a
+    TypeError at the first pass; leave `incremental` False and `schedule` ranks any key).
     """
 
     name = "priority"

@@ -8,7 +8,7 @@ import pytest
 
 from evalstop_gym.policies import FIFO, SJFEst, SRTFEst, parse_policy
 from evalstop_gym.policies.base import PriorityScheduler
-from evalstop_gym.policies.priority_index import PriorityIndex
+from evalstop_gym.policies.priority_index import PriorityIndex, key_pair
 from evalstop_gym.sim.cluster import Cluster, ScheduleRequest
 from evalstop_gym.sim.protocols import CONTINUE, Allocation
 from evalstop_gym.sim.view import ClusterView, SchedulerJobView
@@ -72,13 +72,52 @@ def test_backfill_by_demand_heaps_matches_the_linear_scan(cls, trial):
     assert run_plan(sched, cv, [(v, -1) for v in views], {}) == cls().schedule(cv, tuple(views), ())
 
 
+@pytest.mark.parametrize("cls", [SJFEst, SRTFEst])
+@pytest.mark.parametrize("trial", range(10))
+def test_index_matches_the_sort_as_ids_demands_and_states_change(cls, trial):
+    """Ids past the arrays' first size, demands first seen late, waiting jobs that end or start:
+    after every batch of changes the plan equals the sorted pass."""
+    rng = random.Random(2000 + trial)
+    sched, total = cls(), 64
+    known: dict[int, SchedulerJobView] = {}
+    for step in range(12):
+        changes = []
+        for _ in range(rng.randint(1, 30)):
+            jid = len(known) if rng.random() < 0.6 or not known else rng.choice(list(known))
+            gpus = known[jid].gpus if jid in known else rng.choice([1, 2, 4, 8, 3 + step])
+            state = rng.choice(["pending", "preempted", "running", "completed"])
+            view = job(jid, state, gpus, rng.uniform(0, 300), known[jid].arrival_time
+                       if jid in known else rng.uniform(0, 50))
+            known[jid] = view
+            changes.append((view, jid))
+        running = [v for v in known.values() if v.state == "running"]
+        while sum(v.gpus for v in running) > total:     # what a cluster could hold
+            gone = running.pop()
+            known[gone.job_id] = job(gone.job_id, "completed", gone.gpus, 0.0, 0.0)
+            changes.append((known[gone.job_id], gone.job_id))
+        waiting = tuple(v for v in known.values() if v.state in ("pending", "preempted"))
+        cv = ClusterView(1.0, total, total - sum(v.gpus for v in running), len(waiting),
+                         len(running))
+        got = run_plan(sched, cv, changes, {v.job_id: v for v in running})
+        assert got == cls().schedule(cv, waiting, tuple(sorted(running, key=lambda v: v.job_id)))
+
+
 def test_index_forgets_ended_jobs_and_reindexes_changed_ones():
     index = PriorityIndex(lambda v: v.remaining_estimate, preemptive=True)
     index.update(job(1, "pending", 2, 10.0, 0.0), -1)
+    assert 1 in index.waiting and index.cls_size.sum() == 1
     index.update(job(1, "running", 2, 10.0, 0.0), 1)
-    assert 1 not in index.waiting and index.run_entry[1][0] == pytest.approx(10.0)
+    assert 1 not in index.waiting and index.cls_size.sum() == 0 and index.run_pos[1] >= 0
+    assert (index.major[1], index.minor[1]) == (0.0, pytest.approx(10.0))
     index.update(job(1, "completed", 2, 0.0, 0.0), -1)
-    assert not index.running and not index.run_entry and 1 not in index.gpus
+    assert index.run_pos[1] < 0 and 1 not in index.waiting
+
+
+def test_index_takes_numbers_and_pairs_as_keys_and_refuses_others():
+    assert key_pair(3) == (0.0, 3.0) and key_pair((-1, 2.5)) == (-1.0, 2.5)
+    for bad in ("3", (1, 2, 3), None):
+        with pytest.raises(TypeError, match="a number or a \\(major, minor\\) pair"):
+            key_pair(bad)
 
 
 @pytest.mark.parametrize("spec", [*BASES, "EvalStop-2+SRTF-Est", "StopAt-0.65+LossAware"])

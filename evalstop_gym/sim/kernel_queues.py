@@ -73,6 +73,23 @@ def wait_pop(c, cls_off, cls_size, wait, major, key, arrival):
 
 
 @njit(cache=True)
+def wait_remove(j, cls, cls_off, cls_size, wait, major, key, arrival):
+    """Take waiting job j out of its demand class's heap, wherever it sits: raised to the root
+    (as if it ranked first, which keeps the heap's order), then popped."""
+    c = cls[j]
+    base = cls_off[c]
+    i = 0
+    while wait[base + i] != j:
+        i += 1
+    while i > 0:
+        parent = (i - 1) // 2
+        wait[base + i] = wait[base + parent]
+        i = parent
+    wait[base] = j
+    wait_pop(c, cls_off, cls_size, wait, major, key, arrival)
+
+
+@njit(cache=True)
 def best_waiting(cls_gpus, cls_off, cls_size, wait, major, key, arrival, capacity):
     """The best-ranked waiting job needing at most `capacity` GPUs; -1 if none."""
     best = -1
