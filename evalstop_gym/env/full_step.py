@@ -14,23 +14,31 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..sim import kernel_jobs, kernel_queues, rules
 from ..sim import kernel_layout as layout
 from ..sim import native_kernel as kernel
 from ..sim.borrowed import borrow
 from ..sim.jit import njit
-from ..sim.kernel_jobs import running_key
 from ..sim.kernel_layout import PASS, STOPPED, Platform, borrowed
 from ..sim.kernel_pass import preempt, start
-from ..sim.kernel_queues import fill, ranks_before, wait_push
 from ..sim.kernel_steps import end_job
 from .batch_arrays import R_LAST, R_OPEN, R_TOTAL, BatchArrays, Extra
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
 from .full_table import ROW, write_table
+from .inlined import inlined
 from .reward import step_terms, stop_quality_lost, weighted_reward
 
-_running_key = njit(cache=True, inline="always")(running_key.py_func)
-_ranks_before = njit(cache=True, inline="always")(ranks_before.py_func)
+# the allocation's helpers, inlined with what they call (`inlined.py`): a running job's key and
+# the waiting heaps, per running job and per start of every env at every pass
+_running_key = inlined(
+    kernel_jobs.running_key, reported=inlined(kernel_jobs.reported),
+    rank_of=inlined(kernel_jobs.rank_of, _priority_key=inlined(rules.priority_key)))
+_ranks_before = inlined(kernel_queues.ranks_before, before=inlined(kernel_queues.before))
+_wait_push = inlined(kernel_queues.wait_push, ranks_before=_ranks_before)
+_fill = inlined(kernel_queues.fill, ranks_before=_ranks_before,
+                best_waiting=inlined(kernel_queues.best_waiting, ranks_before=_ranks_before),
+                wait_pop=inlined(kernel_queues.wait_pop, ranks_before=_ranks_before))
 
 
 @njit(cache=True)
@@ -46,7 +54,7 @@ def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
             m += 1
     cls_size[c] = 0
     for q in range(m):
-        wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
+        _wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
 
 
 @njit(cache=True)
@@ -92,7 +100,7 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
                 r -= 1
             after[r] = j
     capacity = spec.total_gpus if spec.preemptive else free
-    n_start = fill(capacity, after, n_after, gpus, arrival, loop.cls, loop.cls_gpus,
+    n_start = _fill(capacity, after, n_after, gpus, arrival, loop.cls, loop.cls_gpus,
                    loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key, keep,
                    sp.to_start, 0)
     n_drop = 0
@@ -111,7 +119,7 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
             kept += 1
             free -= gpus[j]
         else:
-            wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
+            _wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
                       loop.key, arrival)
     return kept, n_drop
 
