@@ -27,7 +27,14 @@ from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
 from .full_table import ROW, write_table
 from .inlined import inlined
-from .reward import step_terms, stop_quality_lost, weighted_reward
+from .reward import (
+    admitted_by,
+    held_minutes,
+    step_terms,
+    stop_quality_lost,
+    sweep_open,
+    weighted_reward,
+)
 
 # the allocation's helpers, inlined with what they call (`inlined.py`): a running job's key and
 # the waiting heaps, per running job and per start of every env at every pass
@@ -39,6 +46,9 @@ _wait_push = inlined(kernel_queues.wait_push, ranks_before=_ranks_before)
 _fill = inlined(kernel_queues.fill, ranks_before=_ranks_before,
                 best_waiting=inlined(kernel_queues.best_waiting, ranks_before=_ranks_before),
                 wait_pop=inlined(kernel_queues.wait_pop, ranks_before=_ranks_before))
+# the reward's sweep of every open job, at every pass of every env
+_integrals = inlined(_system_integrals, admitted_by=inlined(admitted_by),
+                     sweep_open=inlined(sweep_open), held_minutes=inlined(held_minutes))
 
 
 @njit(cache=True)
@@ -186,8 +196,8 @@ def _apply(spec, jobs, out, loop, sp, now, n_drop, n_start):
 @njit(cache=True, inline="always")
 def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weights):
     """`RewardMeter.step` (wasted charged as it accrues) of env i; the weighted reward."""
-    current = _system_integrals(i, now, jobs, out, loop, loop.int_slots, arrays.reward_ints,
-                                arrays.reward_floats, row(arrays.open, i), row(arrays.order, i))
+    current = _integrals(i, now, jobs, out, loop, loop.int_slots, arrays.reward_ints,
+                         arrays.reward_floats, row(arrays.open, i), row(arrays.order, i))
     floats = row(arrays.reward_floats, i)
     last = (floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2])
     floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2] = current

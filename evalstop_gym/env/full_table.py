@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from ..sim import kernel_layout as layout
 from ..sim import native_kernel as kernel
+from ..sim.checkpoint import best_eval
 from ..sim.jit import njit
 from ..sim.kernel_jobs import reported
 from ..sim.kernel_layout import IDLE, PENDING, PREEMPTED, RUNNING, TRAIN
+from ..sim.rules import decline_count
 from ..sim.transitions import work_after
 from .batch_rows import row
+from .inlined import inlined
 from .observation import (
     CLOCK_FIELDS,
     JOB_FIELDS,
@@ -26,15 +29,19 @@ from .observation import (
     clipped,
     fill_cluster_row,
     fill_job_clock,
+    fill_job_history,
     fill_job_row,
 )
 
-# the shared functions a table row calls, inlined: a table is max_jobs rows of 19 values a step,
-# and a call per row (a reference count per array it is handed) costs as much as the row
-_fill_row = njit(cache=True, inline="always")(fill_job_row)
-_fill_clock = njit(cache=True, inline="always")(fill_job_clock)
-_age_field = njit(cache=True, inline="always")(age_field)
-_reported = njit(cache=True, inline="always")(reported.py_func)
+# the shared functions a table row calls, inlined with what they call (`inlined.py`): a table is
+# max_jobs rows of 19 values a step, and a call per row (a reference count per array it is
+# handed) costs as much as the row
+_age_field = inlined(age_field)
+_fill_clock = inlined(fill_job_clock, age_field=_age_field)
+_fill_row = inlined(fill_job_row, fill_job_clock=_fill_clock, fill_job_history=inlined(
+    fill_job_history, decline_count=inlined(decline_count), best_eval=inlined(best_eval)))
+_reported = inlined(reported)
+_clipped = inlined(clipped)
 
 N_STATES = 3          # the row's state one-hot (observation.STATES) before its JOB_FIELDS
 ROW = N_STATES + len(JOB_FIELDS)
@@ -116,7 +123,7 @@ def write_table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, 
         if st > 0 and row_job[i, r] == j and row_state[i, r] == st:
             # waiting at both passes: nothing but its age moved (a waiting job passes no check,
             # and it is preempted only once seen running)
-            table[at + AGE_COLUMN] = clipped(_age_field(now - arrival[j]), low[at + AGE_COLUMN],
+            table[at + AGE_COLUMN] = _clipped(_age_field(now - arrival[j]), low[at + AGE_COLUMN],
                                              high[at + AGE_COLUMN])
             continue
         same = row_job[i, r] == j and row_state[i, r] == st and keys[r, 0] == next_check[j] \
@@ -134,7 +141,7 @@ def write_table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, 
             _fill_clock(tmp[N_STATES:], progress, ev_prog[e0 + max(n_ev - 1, 0):e0 + n_ev],
                         now - arrival[j], attained)
             for k in CLOCK_COLUMNS:
-                table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
+                table[at + k] = _clipped(tmp[k], low[at + k], high[at + k])
             if progress != row_prog[i, r]:
                 _list_loss(losses, i, j, i * table.shape[0] + at + LOSS, progress)
             row_prog[i, r] = progress
@@ -151,9 +158,9 @@ def write_table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, 
                   ev_prog[e0:e0 + n_ev], chk_loss[c0:last], jobs.dur_est[j], gpus[j],
                   now - arrival[j], attained, n_pre[j])
         for k in range(ROW):
-            table[at + k] = clipped(tmp[k], low[at + k], high[at + k])
+            table[at + k] = _clipped(tmp[k], low[at + k], high[at + k])
     fill_cluster_row(tmp, now, spec.total_gpus, int_slots[layout.S_FREE],
                      int_slots[layout.S_N_WAIT], int_slots[layout.S_N_RUN])
     cluster, low, high = row(o_cluster, i), bounds[1][0], bounds[1][1]
     for k in range(cluster.shape[0]):
-        cluster[k] = clipped(tmp[k], low[k], high[k])
+        cluster[k] = _clipped(tmp[k], low[k], high[k])
