@@ -26,7 +26,7 @@ from .batch_arrays import R_LAST, R_OPEN, R_TOTAL, BatchArrays, Extra
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
 from .full_table import ROW, write_table
-from .inlined import inlined
+from .inlined import inlined, uncounted
 from .reward import (
     admitted_by,
     held_minutes,
@@ -51,7 +51,7 @@ _integrals = inlined(_system_integrals, admitted_by=inlined(admitted_by),
                      sweep_open=inlined(sweep_open), held_minutes=inlined(held_minutes))
 
 
-@njit(cache=True)
+@uncounted
 def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
     """Take waiting job j out of its demand class's heap (the agent's pick, anywhere in it): the
     class's heap rebuilt from its other jobs (a heap pops in rank order however it was built)."""
@@ -67,7 +67,7 @@ def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
         _wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
 
 
-@njit(cache=True)
+@uncounted
 def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
     """`_allocate`'s call of the base and its filter: the base's fill over the running jobs
     (but the stopped ones; the pick last) and the waiting heaps with `free` GPUs (the stops'

@@ -21,7 +21,7 @@ from ..sim.kernel_layout import IDLE, PENDING, PREEMPTED, RUNNING, TRAIN
 from ..sim.rules import decline_count
 from ..sim.transitions import work_after
 from .batch_rows import row
-from .inlined import inlined
+from .inlined import inlined, uncounted
 from .observation import (
     CLOCK_FIELDS,
     JOB_FIELDS,
@@ -50,7 +50,7 @@ AGE_COLUMN = N_STATES + JOB_FIELDS.index("age")
 LOSS = N_STATES + JOB_FIELDS.index("loss")
 
 
-@njit(cache=True)
+@uncounted
 def _shown(loop, state, open_, n_open, ids, n_rows):
     """The first n_rows jobs a table shows, in row order, into `ids`: running by id, then
     waiting by (arrival, id), read off the open jobs (`open_[:n_open]`: arrived and not ended,
@@ -87,7 +87,7 @@ def _list_loss(losses, i, j, at, progress):
     count[0] = k + 1
 
 
-@njit(cache=True)
+@uncounted
 def write_table(i, spec, jobs, out, loop, sp, open_, n_open, rows, bounds, tmp, row_job,
                 row_state, row_prog, row_gpus, row_keys, losses):
     """`TableObservation.encode` of env i's pass: running jobs by id, then waiting ones by

@@ -1,4 +1,5 @@
-"""Copies of the engine's helpers that numba inlines where the full-control step calls them.
+"""The compiled forms of the full-control step's hot loops: the engine's helpers as copies that
+numba inlines where the step calls them, and loops compiled without reference counts.
 
 The engine compiles its small helpers (a job's key and reported progress, the waiting heaps'
 push, pop and fill, `rules.priority_key`) as calls: inlined into each step of the event loop,
@@ -7,6 +8,11 @@ arithmetic (numba passes each array as seven fields and wraps the call in a refe
 call per array), and the full-control step makes such calls per running job and per table row
 of every env at every pass. So the step compiles inlined copies of the same functions, in which
 the helpers they call are inlined copies too: the same code, so the same bits, with no call.
+
+The loops over a pass's running jobs and table rows (`uncounted`) are handed borrowed views
+(`sim/borrowed.py`, no reference held), allocate nothing and keep no array past their call, so
+the reference counts numba would make there (a call each, on every view and slice taken) are
+left out: numba's `_nrt=False`. Code that allocates (or calls what does) cannot be compiled so.
 """
 
 from __future__ import annotations
@@ -27,3 +33,8 @@ def inlined(fn: Callable[..., Any], **callees: Callable[..., Any]) -> Callable[.
         plain = types.FunctionType(plain.__code__, {**plain.__globals__, **callees},
                                    plain.__name__, plain.__defaults__, plain.__closure__)
     return njit(cache=False, inline="always")(plain)
+
+
+# a loop over borrowed views that allocates nothing (see the top): no reference counts (measured
+# on the table and the allocation at N=64: +25% full-control vector steps/s)
+uncounted = njit(cache=True, _nrt=False)
