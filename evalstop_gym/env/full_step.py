@@ -134,10 +134,10 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
     return kept, n_drop
 
 
-@njit(cache=True)
-def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
+@uncounted
+def _answer(spec, jobs, out, loop, sp, action, row_job, row_state):
     """`_answer_schedule` of one env: its action applied (`Cluster._apply`: stops, preemptions,
-    starts). Returns the stops' quality lost and false stops (the reward's terms)."""
+    starts). Returns how many running jobs it stopped (in sp.top, for `_stops_cost`)."""
     now = loop.float_slots[layout.F_NOW]
     n_rows = row_job.shape[0]
     n_stop = 0
@@ -154,25 +154,36 @@ def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
         _drop_waiting(first, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
                       loop.key, jobs.arrival, sp.pending)
     n_start, n_drop = _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free)
-    lost, false_stops = 0.0, 0.0
     for s in range(n_stop):                 # Cluster._end (stopped by the scheduler)
-        j = sp.top[s]
-        end_job(j, STOPPED, now, loop.phase, out.work, out.phase_start, jobs.gpus,
+        end_job(sp.top[s], STOPPED, now, loop.phase, out.work, out.phase_start, jobs.gpus,
                 jobs.duration, jobs.speed, jobs.peak, out.gpu_min, out.gpu_after, out.state,
                 out.epoch, out.end_time, loop.run_list, loop.run_pos, loop.run_seq,
                 loop.int_slots)
-        _, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
-        e0, e1 = jobs.ev_ptr[j], jobs.ev_ptr[j + 1]
-        lost += stop_quality_lost(truth.ev_point[e0:e1], truth.ev_true[e0:e1],
-                                  jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev])
-        false_stops += 0.0 if truth.is_hacking[j] else 1.0
     if first >= 0:                          # the agent's pick starts before the base's
         for q in range(n_start, 0, -1):
             sp.to_start[q] = sp.to_start[q - 1]
         sp.to_start[0] = first
         n_start += 1
     _apply(spec, jobs, out, loop, sp, now, n_drop, n_start)
+    return n_stop
+
+
+@njit(cache=True, inline="always")
+def _stops_cost(jobs, out, truth, stopped, n_stop):
+    """The reward's terms of the running jobs `_answer` stopped (`stopped[:n_stop]`): their
+    quality lost and false stops. Apart from `_answer`, which is compiled without reference
+    counts: the quality lost takes numpy's max, which needs them."""
+    lost, false_stops = 0.0, 0.0
+    for s in range(n_stop):
+        j = stopped[s]
+        _, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
+        e0, e1 = jobs.ev_ptr[j], jobs.ev_ptr[j + 1]
+        lost += stop_quality_lost(truth.ev_point[e0:e1], truth.ev_true[e0:e1],
+                                  jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev])
+        false_stops += 0.0 if truth.is_hacking[j] else 1.0
     return lost, false_stops
+
+
 
 
 @njit(cache=True, inline="always")
@@ -257,8 +268,9 @@ def _step_envs(spec, arrays, sp, weights, actions, pending, answered, terminated
             if int_slots[layout.S_HEAP] + int_slots[layout.S_N] + 1 >= loop.heap.shape[0]:
                 status[i] = kernel.ROOM
                 continue
-            lost[i], false_stops[i] = _answer(spec, jobs, out, loop, sp, truth, row(actions, i),
-                                              row(row_job, i), row(row_state, i))
+            n_stop = _answer(spec, jobs, out, loop, sp, row(actions, i), row(row_job, i),
+                             row(row_state, i))
+            lost[i], false_stops[i] = _stops_cost(jobs, out, truth, sp.top, n_stop)
             pending[i] = False
         int_slots[layout.S_RHEAP] = 0       # the engine's running-key heap: unread here
         int_slots[layout.S_N_CONT] = 0      # checks answered "continue" charge nothing here
