@@ -67,52 +67,74 @@ def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
         _wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
 
 
+part = njit(cache=True, inline="always")   # a part of a step, compiled into it
+
+
+@part
+def _ranked_running(spec, jobs, out, loop, sp, now, n_stop, first):
+    """The running jobs but the stopped ones, each keyed as a view taken now shows it (in
+    sp.prefix in running order, for preemptions), and the pick, into sp.after in rank order.
+    Returns how many."""
+    after, arrival, major, key = sp.after, jobs.arrival, loop.major, loop.key
+    n_after = 0
+    for q in range(loop.int_slots[layout.S_N_RUN]):
+        j = loop.run_list[q]
+        stopped = False
+        for s in range(n_stop):
+            stopped = stopped or sp.top[s] == j
+        if stopped:
+            continue
+        major[j], key[j] = _running_key(
+            spec.key_kind, j, now, loop.phase, out.work, out.phase_start, jobs.speed,
+            jobs.duration, out.gpu_min, jobs.gpus, arrival, jobs.dur_est, jobs.paced,
+            jobs.chk_ptr, jobs.chk_prog, jobs.chk_work, jobs.chk_idx, jobs.chk_loss,
+            out.next_check, jobs.ev_ptr, jobs.ev_score)
+        sp.prefix[n_after] = j
+        after[n_after] = j
+        n_after += 1
+    if first >= 0:
+        after[n_after] = first
+        n_after += 1
+    for q in range(1, n_after):             # rank order, ascending (insertion)
+        j = after[q]
+        r = q
+        while r > 0 and _ranks_before(j, after[r - 1], major, key, arrival):
+            after[r] = after[r - 1]
+            r -= 1
+        after[r] = j
+    return n_after
+
+
+@part
+def _kept_starts(loop, sp, gpus, arrival, n_start, free):
+    """The base's starts kept in its order while they fit in `free` GPUs; the others stay
+    waiting. Returns how many are kept (first in sp.to_start)."""
+    kept = 0
+    for q in range(n_start):
+        j = sp.to_start[q]
+        if gpus[j] <= free:
+            sp.to_start[kept] = j
+            kept += 1
+            free -= gpus[j]
+        else:
+            _wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
+                       loop.key, arrival)
+    return kept
+
+
 @uncounted
 def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
     """`_allocate`'s call of the base and its filter: the base's fill over the running jobs
     (but the stopped ones; the pick last) and the waiting heaps with `free` GPUs (the stops'
     and the pick's counted), then its starts kept in its order while they fit. Returns
     (starts in sp.to_start, preemptions in sp.to_preempt)."""
-    gpus, arrival, run_list = jobs.gpus, jobs.arrival, loop.run_list
-    after, keep = sp.after, sp.keep
-    n_run = loop.int_slots[layout.S_N_RUN]
-    n_after = 0
-    if spec.preemptive:
-        key_kind, major, key, phase = spec.key_kind, loop.major, loop.key, loop.phase
-        work, phase_start, gpu_min, next_check = out.work, out.phase_start, out.gpu_min, \
-            out.next_check
-        speed, duration, dur_est, paced = jobs.speed, jobs.duration, jobs.dur_est, jobs.paced
-        chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, \
-            jobs.chk_work, jobs.chk_idx, jobs.chk_loss
-        ev_ptr, ev_score = jobs.ev_ptr, jobs.ev_score
-        for q in range(n_run):
-            j = run_list[q]
-            stopped = False
-            for s in range(n_stop):
-                stopped = stopped or sp.top[s] == j
-            if stopped:
-                continue
-            major[j], key[j] = _running_key(
-                key_kind, j, now, phase, work, phase_start, speed, duration, gpu_min, gpus,
-                arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
-                next_check, ev_ptr, ev_score)
-            sp.prefix[n_after] = j          # the request's running order, for preemptions
-            after[n_after] = j
-            n_after += 1
-        if first >= 0:
-            after[n_after] = first
-            n_after += 1
-        for q in range(1, n_after):         # rank order, ascending (insertion)
-            j = after[q]
-            r = q
-            while r > 0 and _ranks_before(j, after[r - 1], loop.major, loop.key, arrival):
-                after[r] = after[r - 1]
-                r -= 1
-            after[r] = j
+    gpus, arrival, keep = jobs.gpus, jobs.arrival, sp.keep
+    n_after = _ranked_running(spec, jobs, out, loop, sp, now, n_stop, first) \
+        if spec.preemptive else 0
     capacity = spec.total_gpus if spec.preemptive else free
-    n_start = _fill(capacity, after, n_after, gpus, arrival, loop.cls, loop.cls_gpus,
-                   loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key, keep,
-                   sp.to_start, 0)
+    n_start = _fill(capacity, sp.after, n_after, gpus, arrival, loop.cls, loop.cls_gpus,
+                    loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key, keep,
+                    sp.to_start, 0)
     n_drop = 0
     if spec.preemptive and first < 0:
         for q in range(n_after):
@@ -121,17 +143,7 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
                 sp.to_preempt[n_drop] = j
                 n_drop += 1
                 free += gpus[j]
-    kept = 0
-    for q in range(n_start):                # drop what would over-allocate; it stays waiting
-        j = sp.to_start[q]
-        if gpus[j] <= free:
-            sp.to_start[kept] = j
-            kept += 1
-            free -= gpus[j]
-        else:
-            _wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
-                      loop.key, arrival)
-    return kept, n_drop
+    return _kept_starts(loop, sp, gpus, arrival, n_start, free), n_drop
 
 
 @uncounted
