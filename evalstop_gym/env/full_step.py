@@ -14,26 +14,44 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..sim import kernel_jobs, kernel_queues, rules
 from ..sim import kernel_layout as layout
 from ..sim import native_kernel as kernel
 from ..sim.borrowed import borrow
 from ..sim.jit import njit
-from ..sim.kernel_jobs import running_key
 from ..sim.kernel_layout import PASS, STOPPED, Platform, borrowed
 from ..sim.kernel_pass import preempt, start
-from ..sim.kernel_queues import fill, ranks_before, wait_push
 from ..sim.kernel_steps import end_job
 from .batch_arrays import R_LAST, R_OPEN, R_TOTAL, BatchArrays, Extra
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
 from .full_table import ROW, write_table
-from .reward import step_terms, stop_quality_lost, weighted_reward
+from .inlined import inlined, uncounted
+from .reward import (
+    admitted_by,
+    held_minutes,
+    step_terms,
+    stop_quality_lost,
+    sweep_open,
+    weighted_reward,
+)
 
-_running_key = njit(cache=True, inline="always")(running_key.py_func)
-_ranks_before = njit(cache=True, inline="always")(ranks_before.py_func)
+# the allocation's helpers, inlined with what they call (`inlined.py`): a running job's key and
+# the waiting heaps, per running job and per start of every env at every pass
+_running_key = inlined(
+    kernel_jobs.running_key, reported=inlined(kernel_jobs.reported),
+    rank_of=inlined(kernel_jobs.rank_of, _priority_key=inlined(rules.priority_key)))
+_ranks_before = inlined(kernel_queues.ranks_before, before=inlined(kernel_queues.before))
+_wait_push = inlined(kernel_queues.wait_push, ranks_before=_ranks_before)
+_fill = inlined(kernel_queues.fill, ranks_before=_ranks_before,
+                best_waiting=inlined(kernel_queues.best_waiting, ranks_before=_ranks_before),
+                wait_pop=inlined(kernel_queues.wait_pop, ranks_before=_ranks_before))
+# the reward's sweep of every open job, at every pass of every env
+_integrals = inlined(_system_integrals, admitted_by=inlined(admitted_by),
+                     sweep_open=inlined(sweep_open), held_minutes=inlined(held_minutes))
 
 
-@njit(cache=True)
+@uncounted
 def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
     """Take waiting job j out of its demand class's heap (the agent's pick, anywhere in it): the
     class's heap rebuilt from its other jobs (a heap pops in rank order however it was built)."""
@@ -46,55 +64,77 @@ def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
             m += 1
     cls_size[c] = 0
     for q in range(m):
-        wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
+        _wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
 
 
-@njit(cache=True)
+part = njit(cache=True, inline="always")   # a part of a step, compiled into it
+
+
+@part
+def _ranked_running(spec, jobs, out, loop, sp, now, n_stop, first):
+    """The running jobs but the stopped ones, each keyed as a view taken now shows it (in
+    sp.prefix in running order, for preemptions), and the pick, into sp.after in rank order.
+    Returns how many."""
+    after, arrival, major, key = sp.after, jobs.arrival, loop.major, loop.key
+    n_after = 0
+    for q in range(loop.int_slots[layout.S_N_RUN]):
+        j = loop.run_list[q]
+        stopped = False
+        for s in range(n_stop):
+            stopped = stopped or sp.top[s] == j
+        if stopped:
+            continue
+        major[j], key[j] = _running_key(
+            spec.key_kind, j, now, loop.phase, out.work, out.phase_start, jobs.speed,
+            jobs.duration, out.gpu_min, jobs.gpus, arrival, jobs.dur_est, jobs.paced,
+            jobs.chk_ptr, jobs.chk_prog, jobs.chk_work, jobs.chk_idx, jobs.chk_loss,
+            out.next_check, jobs.ev_ptr, jobs.ev_score)
+        sp.prefix[n_after] = j
+        after[n_after] = j
+        n_after += 1
+    if first >= 0:
+        after[n_after] = first
+        n_after += 1
+    for q in range(1, n_after):             # rank order, ascending (insertion)
+        j = after[q]
+        r = q
+        while r > 0 and _ranks_before(j, after[r - 1], major, key, arrival):
+            after[r] = after[r - 1]
+            r -= 1
+        after[r] = j
+    return n_after
+
+
+@part
+def _kept_starts(loop, sp, gpus, arrival, n_start, free):
+    """The base's starts kept in its order while they fit in `free` GPUs; the others stay
+    waiting. Returns how many are kept (first in sp.to_start)."""
+    kept = 0
+    for q in range(n_start):
+        j = sp.to_start[q]
+        if gpus[j] <= free:
+            sp.to_start[kept] = j
+            kept += 1
+            free -= gpus[j]
+        else:
+            _wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
+                       loop.key, arrival)
+    return kept
+
+
+@uncounted
 def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
     """`_allocate`'s call of the base and its filter: the base's fill over the running jobs
     (but the stopped ones; the pick last) and the waiting heaps with `free` GPUs (the stops'
     and the pick's counted), then its starts kept in its order while they fit. Returns
     (starts in sp.to_start, preemptions in sp.to_preempt)."""
-    gpus, arrival, run_list = jobs.gpus, jobs.arrival, loop.run_list
-    after, keep = sp.after, sp.keep
-    n_run = loop.int_slots[layout.S_N_RUN]
-    n_after = 0
-    if spec.preemptive:
-        key_kind, major, key, phase = spec.key_kind, loop.major, loop.key, loop.phase
-        work, phase_start, gpu_min, next_check = out.work, out.phase_start, out.gpu_min, \
-            out.next_check
-        speed, duration, dur_est, paced = jobs.speed, jobs.duration, jobs.dur_est, jobs.paced
-        chk_ptr, chk_prog, chk_work, chk_idx, chk_loss = jobs.chk_ptr, jobs.chk_prog, \
-            jobs.chk_work, jobs.chk_idx, jobs.chk_loss
-        ev_ptr, ev_score = jobs.ev_ptr, jobs.ev_score
-        for q in range(n_run):
-            j = run_list[q]
-            stopped = False
-            for s in range(n_stop):
-                stopped = stopped or sp.top[s] == j
-            if stopped:
-                continue
-            major[j], key[j] = _running_key(
-                key_kind, j, now, phase, work, phase_start, speed, duration, gpu_min, gpus,
-                arrival, dur_est, paced, chk_ptr, chk_prog, chk_work, chk_idx, chk_loss,
-                next_check, ev_ptr, ev_score)
-            sp.prefix[n_after] = j          # the request's running order, for preemptions
-            after[n_after] = j
-            n_after += 1
-        if first >= 0:
-            after[n_after] = first
-            n_after += 1
-        for q in range(1, n_after):         # rank order, ascending (insertion)
-            j = after[q]
-            r = q
-            while r > 0 and _ranks_before(j, after[r - 1], loop.major, loop.key, arrival):
-                after[r] = after[r - 1]
-                r -= 1
-            after[r] = j
+    gpus, arrival, keep = jobs.gpus, jobs.arrival, sp.keep
+    n_after = _ranked_running(spec, jobs, out, loop, sp, now, n_stop, first) \
+        if spec.preemptive else 0
     capacity = spec.total_gpus if spec.preemptive else free
-    n_start = fill(capacity, after, n_after, gpus, arrival, loop.cls, loop.cls_gpus,
-                   loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key, keep,
-                   sp.to_start, 0)
+    n_start = _fill(capacity, sp.after, n_after, gpus, arrival, loop.cls, loop.cls_gpus,
+                    loop.cls_off, loop.cls_size, loop.wait, loop.major, loop.key, keep,
+                    sp.to_start, 0)
     n_drop = 0
     if spec.preemptive and first < 0:
         for q in range(n_after):
@@ -103,23 +143,13 @@ def _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free):
                 sp.to_preempt[n_drop] = j
                 n_drop += 1
                 free += gpus[j]
-    kept = 0
-    for q in range(n_start):                # drop what would over-allocate; it stays waiting
-        j = sp.to_start[q]
-        if gpus[j] <= free:
-            sp.to_start[kept] = j
-            kept += 1
-            free -= gpus[j]
-        else:
-            wait_push(j, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
-                      loop.key, arrival)
-    return kept, n_drop
+    return _kept_starts(loop, sp, gpus, arrival, n_start, free), n_drop
 
 
-@njit(cache=True)
-def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
+@uncounted
+def _answer(spec, jobs, out, loop, sp, action, row_job, row_state):
     """`_answer_schedule` of one env: its action applied (`Cluster._apply`: stops, preemptions,
-    starts). Returns the stops' quality lost and false stops (the reward's terms)."""
+    starts). Returns how many running jobs it stopped (in sp.top, for `_stops_cost`)."""
     now = loop.float_slots[layout.F_NOW]
     n_rows = row_job.shape[0]
     n_stop = 0
@@ -136,25 +166,36 @@ def _answer(spec, jobs, out, loop, sp, truth, action, row_job, row_state):
         _drop_waiting(first, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
                       loop.key, jobs.arrival, sp.pending)
     n_start, n_drop = _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free)
-    lost, false_stops = 0.0, 0.0
     for s in range(n_stop):                 # Cluster._end (stopped by the scheduler)
-        j = sp.top[s]
-        end_job(j, STOPPED, now, loop.phase, out.work, out.phase_start, jobs.gpus,
+        end_job(sp.top[s], STOPPED, now, loop.phase, out.work, out.phase_start, jobs.gpus,
                 jobs.duration, jobs.speed, jobs.peak, out.gpu_min, out.gpu_after, out.state,
                 out.epoch, out.end_time, loop.run_list, loop.run_pos, loop.run_seq,
                 loop.int_slots)
-        _, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
-        e0, e1 = jobs.ev_ptr[j], jobs.ev_ptr[j + 1]
-        lost += stop_quality_lost(truth.ev_point[e0:e1], truth.ev_true[e0:e1],
-                                  jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev])
-        false_stops += 0.0 if truth.is_hacking[j] else 1.0
     if first >= 0:                          # the agent's pick starts before the base's
         for q in range(n_start, 0, -1):
             sp.to_start[q] = sp.to_start[q - 1]
         sp.to_start[0] = first
         n_start += 1
     _apply(spec, jobs, out, loop, sp, now, n_drop, n_start)
+    return n_stop
+
+
+@njit(cache=True, inline="always")
+def _stops_cost(jobs, out, truth, stopped, n_stop):
+    """The reward's terms of the running jobs `_answer` stopped (`stopped[:n_stop]`): their
+    quality lost and false stops. Apart from `_answer`, which is compiled without reference
+    counts: the quality lost takes numpy's max, which needs them."""
+    lost, false_stops = 0.0, 0.0
+    for s in range(n_stop):
+        j = stopped[s]
+        _, n_ev = kernel.passed(j, jobs.chk_ptr, jobs.chk_idx, out.next_check)
+        e0, e1 = jobs.ev_ptr[j], jobs.ev_ptr[j + 1]
+        lost += stop_quality_lost(truth.ev_point[e0:e1], truth.ev_true[e0:e1],
+                                  jobs.ev_score[e0:e0 + n_ev], jobs.ev_prog[e0:e0 + n_ev])
+        false_stops += 0.0 if truth.is_hacking[j] else 1.0
     return lost, false_stops
+
+
 
 
 @njit(cache=True, inline="always")
@@ -178,8 +219,8 @@ def _apply(spec, jobs, out, loop, sp, now, n_drop, n_start):
 @njit(cache=True, inline="always")
 def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weights):
     """`RewardMeter.step` (wasted charged as it accrues) of env i; the weighted reward."""
-    current = _system_integrals(i, now, jobs, out, loop, loop.int_slots, arrays.reward_ints,
-                                arrays.reward_floats, row(arrays.open, i), row(arrays.order, i))
+    current = _integrals(i, now, jobs, out, loop, loop.int_slots, arrays.reward_ints,
+                         arrays.reward_floats, row(arrays.open, i), row(arrays.order, i))
     floats = row(arrays.reward_floats, i)
     last = (floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2])
     floats[R_LAST], floats[R_LAST + 1], floats[R_LAST + 2] = current
@@ -239,8 +280,9 @@ def _step_envs(spec, arrays, sp, weights, actions, pending, answered, terminated
             if int_slots[layout.S_HEAP] + int_slots[layout.S_N] + 1 >= loop.heap.shape[0]:
                 status[i] = kernel.ROOM
                 continue
-            lost[i], false_stops[i] = _answer(spec, jobs, out, loop, sp, truth, row(actions, i),
-                                              row(row_job, i), row(row_state, i))
+            n_stop = _answer(spec, jobs, out, loop, sp, row(actions, i), row(row_job, i),
+                             row(row_state, i))
+            lost[i], false_stops[i] = _stops_cost(jobs, out, truth, sp.top, n_stop)
             pending[i] = False
         int_slots[layout.S_RHEAP] = 0       # the engine's running-key heap: unread here
         int_slots[layout.S_N_CONT] = 0      # checks answered "continue" charge nothing here

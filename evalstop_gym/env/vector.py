@@ -156,13 +156,15 @@ class EvalStopClusterVectorEnv(VectorEnv):
     def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
                                           np.ndarray, dict[str, Any]]:
         self._check_open("step")
-        checked = self.check_actions(actions)
         if not self._started:
             raise RuntimeError("call reset() before step()")
         resetting = self._autoreset
         indices = np.flatnonzero(resetting).tolist()
-        # envs that ended last step are terminated in the core: not stepped, reset
-        self.core.step_and_reset(checked, indices,
+        if indices:   # refused before the resets' seeds are drawn; else the core's check does
+            actions = self.check_actions(actions)
+        # envs that ended last step are terminated in the core: not stepped, reset; the core
+        # checks the actions before any env moves
+        self.core.step_and_reset(actions, indices,
                                  self.seeds.draw(indices, [None] * len(indices)))
         reward = self.core.reward.copy()
         reward[resetting] = 0.0
