@@ -43,28 +43,14 @@ _running_key = inlined(
     rank_of=inlined(kernel_jobs.rank_of, _priority_key=inlined(rules.priority_key)))
 _ranks_before = inlined(kernel_queues.ranks_before, before=inlined(kernel_queues.before))
 _wait_push = inlined(kernel_queues.wait_push, ranks_before=_ranks_before)
+_wait_pop = inlined(kernel_queues.wait_pop, ranks_before=_ranks_before)
 _fill = inlined(kernel_queues.fill, ranks_before=_ranks_before,
                 best_waiting=inlined(kernel_queues.best_waiting, ranks_before=_ranks_before),
-                wait_pop=inlined(kernel_queues.wait_pop, ranks_before=_ranks_before))
+                wait_pop=_wait_pop)
+_wait_remove = inlined(kernel_queues.wait_remove, wait_pop=_wait_pop)   # the agent's pick
 # the reward's sweep of every open job, at every pass of every env
 _integrals = inlined(_system_integrals, admitted_by=inlined(admitted_by),
                      sweep_open=inlined(sweep_open), held_minutes=inlined(held_minutes))
-
-
-@uncounted
-def _drop_waiting(j, cls, cls_off, cls_size, wait, major, key, arrival, spare):
-    """Take waiting job j out of its demand class's heap (the agent's pick, anywhere in it): the
-    class's heap rebuilt from its other jobs (a heap pops in rank order however it was built)."""
-    c = cls[j]
-    base, size = cls_off[c], cls_size[c]
-    m = 0
-    for q in range(size):
-        if wait[base + q] != j:
-            spare[m] = wait[base + q]
-            m += 1
-    cls_size[c] = 0
-    for q in range(m):
-        _wait_push(spare[q], cls, cls_off, cls_size, wait, major, key, arrival)
 
 
 part = njit(cache=True, inline="always")   # a part of a step, compiled into it
@@ -163,8 +149,8 @@ def _answer(spec, jobs, out, loop, sp, action, row_job, row_state):
     if 0 <= pick < n_rows and row_state[pick] > 0 and jobs.gpus[row_job[pick]] <= free:
         first = row_job[pick]
         free -= jobs.gpus[first]
-        _drop_waiting(first, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
-                      loop.key, jobs.arrival, sp.pending)
+        _wait_remove(first, loop.cls, loop.cls_off, loop.cls_size, loop.wait, loop.major,
+                     loop.key, jobs.arrival)
     n_start, n_drop = _base_allocation(spec, jobs, out, loop, sp, now, n_stop, first, free)
     for s in range(n_stop):                 # Cluster._end (stopped by the scheduler)
         end_job(sp.top[s], STOPPED, now, loop.phase, out.work, out.phase_start, jobs.gpus,
