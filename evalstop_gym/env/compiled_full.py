@@ -29,6 +29,7 @@ from ..sim.workload import eval_points
 from .arguments import check_max_jobs
 from .compiled_batch import CompiledBatch
 from .full_batch import check_full_actions
+from .full_masks import changed_envs, write_masks
 from .full_step import full_step_all
 from .full_table import LOSS
 from .observation import Limits, TableObservation
@@ -88,8 +89,7 @@ class CompiledFullBatch(CompiledBatch):
         self._false_stops = np.zeros(n)
         self._loss_params = np.zeros((3, n, 1))   # (`loss_terms` part, env, job)
         self._mask_cache: tuple[np.ndarray, np.ndarray] | None = None
-        self._flat_template = np.zeros((n, 3 * m + 1), np.bool_)   # what every decision allows:
-        self._flat_template[:, 0:2 * m + 1:2] = True                # keep, and the base's pick
+        self._changed = np.zeros(n, np.int64)   # the envs whose gym masks changed
         self._gym_masks: tuple[np.ndarray, np.ndarray] | None = None   # the last decision's
         self._flat_table = self.obs["jobs"].reshape(-1)   # a view
         # every row's loss column has the same bounds (the table's rows tile one row's)
@@ -130,7 +130,7 @@ class CompiledFullBatch(CompiledBatch):
             masks, changed = np.empty(self.num_envs, object), np.arange(self.num_envs)
         else:
             masks = self._gym_masks[1].copy()
-            changed = np.flatnonzero((flat != self._gym_masks[0]).any(axis=1))
+            changed = self._changed[:changed_envs(flat, self._gym_masks[0], self._changed)]
         masks[changed] = self._gym_tuples(changed)
         self._gym_masks = (flat, masks)
         return masks.copy()
@@ -149,13 +149,11 @@ class CompiledFullBatch(CompiledBatch):
         """This decision's masks, computed once: flat (bool, a new array each decision) and
         each env's picks (int8)."""
         if self._mask_cache is None:
-            m = self.max_jobs
-            flat = self._flat_template.copy()
-            flat[:, 1:2 * m:2] = self._row_state == 0
-            free = self._arrays.loop.int_slots[:, kernel.S_FREE]
-            np.less_equal(self._row_gpus, free[:, None], out=flat[:, 2 * m + 1:])
-            flat[:, 2 * m + 1:] &= self._row_state > 0
-            self._mask_cache = (flat, flat[:, 2 * m:].astype(np.int8))
+            n, m = self.num_envs, self.max_jobs
+            flat, picks = np.empty((n, 3 * m + 1), np.bool_), np.empty((n, m + 1), np.int8)
+            write_masks(self._row_state, self._row_gpus,
+                        self._arrays.loop.int_slots[:, kernel.S_FREE], flat, picks)
+            self._mask_cache = (flat, picks)
         return self._mask_cache
 
     def job_id(self, i: int) -> int:
