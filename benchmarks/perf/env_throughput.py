@@ -4,8 +4,10 @@ at the same N, in the same run; the bytes of state per env of each batch core (`
 with --ppo, PPO's wall time to a fixed number of steps on the single env (DummyVecEnv, n_envs=1)
 against the vector env (N=64), split into rollout collection and gradient updates.
 
-A benchmark, not a timed test: numbers depend on the machine and its load, so the ratio to
-CartPole (measured in the same process, same minute) is the figure to compare across machines.
+A benchmark, not a timed test: numbers depend on the machine, so the ratio to CartPole
+(measured in the same process, same minute) is the figure to compare across machines. Rates are
+per second of the process's CPU time (`vector_throughput.cpu_seconds`), which other processes
+on a shared machine do not inflate.
 
     python -m evalstop_gym.benchmarks.perf.env_throughput --ppo --markdown PERFORMANCE.md
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from .engine import machine
 from .notes_block import marked, write_block
 from .state_bytes import state_bytes
 from .vector_throughput import (
+    cpu_seconds,
     ppo_table,
     ppo_timing,
     random_full_actions,
@@ -49,11 +51,12 @@ BYTES_ENVS = 64
 
 
 def steps_per_second(env: gym.Env, act: Callable[[Any], Any], seconds: float) -> float:
-    """Step `env` with `act` for about `seconds` (resets included) and return steps / second."""
+    """Step `env` with `act` for about `seconds` of CPU time (resets included); steps per CPU
+    second."""
     obs, _ = env.reset(seed=0)
     steps, seed = 0, 0
-    start = time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
+    start = cpu_seconds()
+    while (elapsed := cpu_seconds() - start) < seconds:
         obs, _, terminated, truncated, _ = env.step(act(obs))
         steps += 1
         if terminated or truncated:
@@ -169,8 +172,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows.update(vector_rows(args, overrides))
 
     base = rows["CartPole-v1 (random)"]
-    tables = ["\n".join([f"{'env':<60} {'steps/s':>10} {'vs CartPole':>12}"] + [
-        f"{name:<60} {rate:>10.0f} {rate / base:>12.4f}" for name, rate in rows.items()])]
+    tables = ["\n".join([f"{'env':<60} {'steps/CPU s':>11} {'vs CartPole':>12}"] + [
+        f"{name:<60} {rate:>11.0f} {rate / base:>12.4f}" for name, rate in rows.items()])]
     print(tables[0], end="\n\n", flush=True)
     tables.append(bytes_table(args, overrides))
     print(tables[-1], flush=True)
@@ -189,8 +192,9 @@ def block(argv: Sequence[str] | None, tables: list[str]) -> str:
     where = machine()
     return marked(BLOCK, "Env throughput against CartPole (benchmarks/perf/env_throughput.py)", [
         f"`{command}`, in one run on {where['cpu']} ({where['cores']} cores, Python "
-        f"{where['python']}). Every rate is compared with CartPole-v1 single measured in the "
-        "same run, the figure to compare across machines.", "", "```text",
+        f"{where['python']}). Rates are env steps per second of the process's CPU time, each "
+        "compared with CartPole-v1 single measured in the same run, the figure to compare "
+        "across machines.", "", "```text",
         "\n\n".join(tables), "```"])
 
 
