@@ -19,7 +19,8 @@ def test_the_benchmark_prints_every_row(capsys):
     env_throughput.main([*TINY, "--ppo", "--ppo-steps", "64", "--ppo-envs", "4",
                          "--rollout", "32"])
     out = capsys.readouterr().out
-    for row in ("CartPole-v1 (random)", "EvalStopCluster-v0 stop", "EvalStopCluster-v0 full",
+    for row in ("CartPole-v1 (random), first", "CartPole-v1 (random), last",
+                "EvalStopCluster-v0 stop", "EvalStopCluster-v0 full",
                 "vector stop N=1 engine=auto", "vector stop N=3 engine=auto",
                 "vector stop N=2 engine=python (ReferenceBatch)",
                 "vector full N=1 engine=auto (CompiledFullBatch)",
@@ -32,9 +33,11 @@ def test_the_benchmark_prints_every_row(capsys):
                 "collect per sample, single / vector", "samples/s end to end, vector / single"):
         assert row in out, row
     table = out.split("bytes of state per env")[0].strip().splitlines()
-    # heading, single envs, vector envs (stop at 2 sizes and the reference, full at 2 sizes),
-    # CartPole vectors
-    assert len(table) == 1 + 3 + 5 + 2
+    # heading, single envs (CartPole twice), vector envs (stop at 2 sizes and the reference,
+    # full at 2 sizes), CartPole vectors
+    assert len(table) == 1 + 4 + 5 + 2
+    rates = {line[:60].strip(): float(line.split()[-1]) for line in table[1:]}
+    assert max(rates["CartPole-v1 (random), first"], rates["CartPole-v1 (random), last"]) == 1
     state = out.split("bytes of state per env")[1].split("PPO run")[0].strip().splitlines()
     assert len(state) == 1 + 3 and all(float(line.split()[-1]) > 0 for line in state[1:])
 
@@ -86,4 +89,5 @@ def test_markdown_puts_the_tables_in_their_own_block_and_keeps_the_rest(tmp_path
     assert text.count("<!-- env_throughput: begin -->") == 1 and "notes kept" in text
     block = text.split("<!-- env_throughput: begin -->")[1].split("<!-- env_throughput: end")[0]
     assert "--markdown" in block and "vector stop N=3 engine=auto" in block
-    assert block.count("CartPole-v1 (random)") == 1 and printed.count("CartPole-v1 (random)") == 2
+    first = "CartPole-v1 (random), first"
+    assert block.count(first) == 1 and printed.count(first) == 2
