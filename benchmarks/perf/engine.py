@@ -224,6 +224,8 @@ def env_steps(seconds: float = 2.0) -> dict[str, float | None]:
     full = _make_vector_env(VECTOR_ENVS, control="full")
     out["vector_full"] = vector_steps_per_second(full, random_full_actions(full.unwrapped),
                                                  seconds)
+    # CartPole again at the end, the faster reading kept: a slow one would flatter the ratios
+    out["cartpole"] = max(out["cartpole"] or 0.0, _steps_per_s(_make_env("CartPole-v1"), seconds))
     return out
 
 
@@ -244,17 +246,20 @@ def _make_env(env_id: str = "EvalStopCluster-v0", **kwargs: Any) -> Any:
 
 
 def _steps_per_s(env: Any, seconds: float) -> float:
+    """Steps per second of this process's CPU time (`vector_throughput.cpu_seconds`)."""
+    from .vector_throughput import cpu_seconds
+
     env.action_space.seed(0)
     env.reset(seed=0)
-    steps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    steps, t0 = 0, cpu_seconds()
+    while cpu_seconds() - t0 < seconds:
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         steps += 1
         if terminated or truncated:
             env.reset()
-    wall = time.perf_counter() - t0
+    spent = cpu_seconds() - t0
     env.close()
-    return steps / wall
+    return steps / spent
 
 
 def philly_replay(timeout: float, engine: str = "auto") -> dict[str, Any] | None:
@@ -410,8 +415,9 @@ def tables(res: dict[str, Any]) -> list[str]:
               f"random actions; the vector env steps {VECTOR_ENVS} clusters per call of its "
               "batch core with `env_throughput`'s agents (stop mode: "
               f"{STOP_PROBABILITY:.0%} of checks stopped; full control: masked random rows), "
-              "so its episodes keep their usual length (env "
-              "steps per second, autoresets included; `python -m evalstop_gym.benchmarks.perf."
+              "so its episodes keep their usual length (env steps per second of the process's "
+              "CPU time, autoresets included; CartPole-v1 read at both ends of the run, the "
+              "faster kept; `python -m evalstop_gym.benchmarks.perf."
               "env_throughput` gives every size, each core's bytes of state per env and PPO's "
               "wall time, in its own block below).", "",
               f"| stop | full | stop, vector env N={VECTOR_ENVS} | "
