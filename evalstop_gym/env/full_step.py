@@ -21,7 +21,7 @@ from ..sim.borrowed import borrow
 from ..sim.jit import njit
 from ..sim.kernel_layout import PASS, STOPPED, Platform, borrowed
 from ..sim.kernel_pass import preempt, start
-from ..sim.kernel_steps import end_job
+from ..sim.kernel_steps import end_job, part
 from .batch_arrays import R_LAST, R_OPEN, R_TOTAL, BatchArrays, Extra
 from .batch_rows import jobs_row, loop_row, out_row, row, truth_row
 from .batch_step import _system_integrals
@@ -52,8 +52,6 @@ _wait_remove = inlined(kernel_queues.wait_remove, wait_pop=_wait_pop)   # the ag
 _integrals = inlined(_system_integrals, admitted_by=inlined(admitted_by),
                      sweep_open=inlined(sweep_open), held_minutes=inlined(held_minutes))
 
-
-part = njit(cache=True, inline="always")   # a part of a step, compiled into it
 
 
 @part
@@ -166,7 +164,7 @@ def _answer(spec, jobs, out, loop, sp, action, row_job, row_state):
     return n_stop
 
 
-@njit(cache=True, inline="always")
+@part
 def _stops_cost(jobs, out, truth, stopped, n_stop):
     """The reward's terms of the running jobs `_answer` stopped (`stopped[:n_stop]`): their
     quality lost and false stops. Apart from `_answer`, which is compiled without reference
@@ -184,7 +182,7 @@ def _stops_cost(jobs, out, truth, stopped, n_stop):
 
 
 
-@njit(cache=True, inline="always")
+@part
 def _apply(spec, jobs, out, loop, sp, now, n_drop, n_start):
     """`Cluster._apply` of the allocation: the engine's own preemptions and starts
     (`kernel_pass`), in its order."""
@@ -202,7 +200,7 @@ def _apply(spec, jobs, out, loop, sp, now, n_drop, n_start):
           loop.run_pos, loop.run_seq, loop.run_version, loop.int_slots)
 
 
-@njit(cache=True, inline="always")
+@part
 def _full_reward(i, now, jobs, out, loop, arrays, truth, lost, false_stops, weights):
     """`RewardMeter.step` (wasted charged as it accrues) of env i; the weighted reward."""
     current = _integrals(i, now, jobs, out, loop, loop.int_slots, arrays.reward_ints,

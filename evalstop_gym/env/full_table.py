@@ -15,9 +15,9 @@ from __future__ import annotations
 from ..sim import kernel_layout as layout
 from ..sim import native_kernel as kernel
 from ..sim.checkpoint import best_eval
-from ..sim.jit import njit
 from ..sim.kernel_jobs import reported
 from ..sim.kernel_layout import IDLE, PENDING, PREEMPTED, RUNNING, TRAIN
+from ..sim.kernel_steps import part
 from ..sim.rules import decline_count
 from ..sim.transitions import work_after
 from .batch_rows import row
@@ -42,7 +42,6 @@ _fill_row = inlined(fill_job_row, fill_job_clock=_fill_clock, fill_job_history=i
     fill_job_history, decline_count=inlined(decline_count), best_eval=inlined(best_eval)))
 _reported = inlined(reported)
 _clipped = inlined(clipped)
-part = njit(cache=True, inline="always")   # a part of `write_table`, compiled into it
 
 N_STATES = 3          # the row's state one-hot (observation.STATES) before its JOB_FIELDS
 ROW = N_STATES + len(JOB_FIELDS)
@@ -75,7 +74,7 @@ def _shown(loop, state, open_, n_open, ids, n_rows):
     return min(n, n_rows)
 
 
-@njit(cache=True, inline="always")
+@part
 def _list_loss(losses, i, j, at, progress):
     """List the loss entry `at` (of the flat table) for the caller: job j of env i at
     `progress`, with its loss curve's parameters, so that one numpy call covers every env."""
